@@ -1,0 +1,29 @@
+"""User-facing op constructors (re-exported by ``ngraph_core``)."""
+
+from .control import assign, doall, sequential
+from .math import (
+    absolute, add, argmax, argmin, broadcast_to, cast, cos, divide, dot, equal, exp, fill_like, greater,
+    greater_equal, less, less_equal, log, log1p, logsumexp, max, maximum, mean, min, minimum, multiply,
+    negative, not_equal, power, prod, reciprocal, relu, rsqrt, sigmoid, sign, sin, sqrt, square,
+    stop_gradient, subtract, sum, tanh, where,
+)
+from .nn import batch_size, cross_entropy_binary, cross_entropy_multi, log_softmax, softmax, softplus
+from .shape import (
+    axes_with_order, broadcast, cast_axes, concat_along_axis, expand_dims, flatten, one_hot, pad,
+    slice_along_axis, stack, tensor_slice, unflatten,
+)
+from .tensors import as_op, constant, make_axes, make_axis, normal, placeholder, uniform, variable
+
+abs = absolute  # noqa: A001 - ngraph-style name
+
+__all__ = [
+    "assign", "doall", "sequential", "absolute", "abs", "add", "argmax", "argmin", "broadcast_to", "cast",
+    "cos", "divide", "dot", "equal", "exp", "fill_like", "greater", "greater_equal", "less", "less_equal",
+    "log", "log1p", "logsumexp", "max", "maximum", "mean", "min", "minimum", "multiply", "negative",
+    "not_equal", "power", "prod", "reciprocal", "relu", "rsqrt", "sigmoid", "sign", "sin", "sqrt", "square",
+    "stop_gradient", "subtract", "sum", "tanh", "where", "batch_size", "cross_entropy_binary",
+    "cross_entropy_multi", "log_softmax", "softmax", "softplus", "axes_with_order", "broadcast",
+    "cast_axes", "concat_along_axis", "expand_dims", "flatten", "one_hot", "pad", "slice_along_axis",
+    "stack", "tensor_slice", "unflatten", "as_op", "constant", "make_axes", "make_axis", "normal",
+    "placeholder", "uniform", "variable",
+]

@@ -1,0 +1,118 @@
+"""The gradient table: one rule per differentiable ``OpType``.
+
+A rule takes the upstream gradient ``ctx`` (with the op's axes) and the op (which
+is also its output) and returns one gradient per ``src``, each with that source's
+axes, or None where no gradient flows. Ops in ``OpGroup.NON_DIFFERENTIABLE`` have
+no rule. Composites (softmax, cross-entropy, logsumexp) have none either: autodiff
+sees the primitives they are built from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from .. import api as ng
+from ..ir import Op, OpType, make
+from .custom import custom_rule
+
+Grads = tuple[Op | None, ...]
+Rule = Callable[[Op, Op], Grads]
+
+
+def _x(op: Op) -> Op:
+    return op.src[0]
+
+
+def _reduce_to(g: Op, like: Op) -> Op:
+    """``g`` summed/reordered to ``like``'s axes (the inverse of a broadcast)."""
+    return g if g.axes == like.axes else ng.sum(g, out_axes=like.axes)
+
+
+def _maxmin_grad(ctx: Op, op: Op) -> Grads:
+    x = _x(op)
+    mask = ng.equal(x, ng.broadcast(op, x.axes))
+    # ties share the gradient equally
+    count = ng.broadcast(ng.sum(mask, out_axes=op.axes), x.axes)
+    return (ng.broadcast(ctx, x.axes) * mask / count,)
+
+
+def _slice_grad(ctx: Op, op: Op) -> Grads:
+    x = _x(op)
+    arg = tuple(s if isinstance(s, int) else (s[0], s[2]) for s in op.arg)
+    return (make(OpType.PAD, [ctx], arg=arg, axes=x.axes),)
+
+
+def _pad_grad(ctx: Op, op: Op) -> Grads:
+    lengths = iter(_x(op).axes.lengths)
+    arg = tuple(p if isinstance(p, int) else (p[0], p[0] + p[1] * next(lengths), p[1]) for p in op.arg)
+    return (make(OpType.SLICE, [ctx], arg=arg),)
+
+
+def _concat_grad(ctx: Op, op: Op) -> Grads:
+    name, start, grads = op.arg, 0, []
+    for s in op.src:
+        n = s.axes.find(name).length
+        grads.append(ng.slice_along_axis(ctx, op.axes.find(name), slice(start, start + n)))
+        start += n
+    return tuple(grads)
+
+
+def _dot_grad(ctx: Op, op: Op) -> Grads:
+    a, b = op.src
+    ga = ng.axes_with_order(ng.dot(ctx, b), a.axes)
+    gb = ng.axes_with_order(ng.dot(a, ctx), b.axes)
+    return ga, gb
+
+
+RULES: dict[OpType, Rule] = {
+    # element-wise unary
+    OpType.NEG: lambda ctx, op: (-ctx,),
+    OpType.ABS: lambda ctx, op: (ctx * ng.sign(_x(op)),),
+    OpType.EXP: lambda ctx, op: (ctx * op,),
+    OpType.LOG: lambda ctx, op: (ctx / _x(op),),
+    OpType.LOG1P: lambda ctx, op: (ctx / (_x(op) + 1.0),),
+    OpType.SQRT: lambda ctx, op: (ctx * 0.5 / op,),
+    OpType.RSQRT: lambda ctx, op: (ctx * -0.5 * op * op * op,),
+    OpType.SQUARE: lambda ctx, op: (ctx * 2.0 * _x(op),),
+    OpType.RECIPROCAL: lambda ctx, op: (-ctx * op * op,),
+    OpType.TANH: lambda ctx, op: (ctx * (1.0 - op * op),),
+    OpType.SIGMOID: lambda ctx, op: (ctx * op * (1.0 - op),),
+    OpType.RELU: lambda ctx, op: (ctx * ng.greater(_x(op), 0.0),),
+    OpType.SIN: lambda ctx, op: (ctx * ng.cos(_x(op)),),
+    OpType.COS: lambda ctx, op: (-ctx * ng.sin(_x(op)),),
+    OpType.CAST: lambda ctx, op: (ng.cast(ctx, _x(op).dtype),),
+    # element-wise binary
+    OpType.ADD: lambda ctx, op: (ctx, ctx),
+    OpType.SUB: lambda ctx, op: (ctx, -ctx),
+    OpType.MUL: lambda ctx, op: (ctx * op.src[1], ctx * op.src[0]),
+    OpType.DIV: lambda ctx, op: (ctx / op.src[1], -ctx * op / op.src[1]),
+    OpType.POW: lambda ctx, op: (
+        ctx * op.src[1] * ng.power(op.src[0], op.src[1] - 1.0),
+        ctx * op * ng.log(op.src[0]),
+    ),
+    OpType.MAXIMUM: lambda ctx, op: (ctx * ng.greater_equal(*op.src), ctx * ng.less(*op.src)),
+    OpType.MINIMUM: lambda ctx, op: (ctx * ng.less_equal(*op.src), ctx * ng.greater(*op.src)),
+    OpType.WHERE: lambda ctx, op: (
+        None,
+        ng.where(op.src[0], ctx, 0.0),
+        ng.where(op.src[0], 0.0, ctx),
+    ),
+    # reductions
+    OpType.SUM: lambda ctx, op: (ng.broadcast(ctx, _x(op).axes),),
+    OpType.MAX: _maxmin_grad,
+    OpType.MIN: _maxmin_grad,
+    OpType.PROD: lambda ctx, op: (ng.broadcast(ctx * op, _x(op).axes) / _x(op),),
+    # movement
+    OpType.BROADCAST: lambda ctx, op: (_reduce_to(ctx, _x(op)),),
+    OpType.CAST_AXES: lambda ctx, op: (ng.cast_axes(ctx, _x(op).axes),),
+    OpType.RESHAPE: lambda ctx, op: (make(OpType.RESHAPE, [ctx], axes=_x(op).axes),),
+    OpType.SLICE: _slice_grad,
+    OpType.PAD: _pad_grad,
+    OpType.CONCAT: _concat_grad,
+    # contraction
+    OpType.DOT: _dot_grad,
+    # control
+    OpType.SEQUENTIAL: lambda ctx, op: (None,) * (len(op.src) - 1) + (ctx,),
+    OpType.CUSTOM_GRADIENT: custom_rule,
+}
+

@@ -1,0 +1,43 @@
+"""Typed errors raised to users of ngraph_core.
+
+Every message says what was expected, what was received, where (which op or
+placeholder) and ends with a ``hint:`` on how to fix it.
+"""
+
+from __future__ import annotations
+
+
+class NgraphError(Exception):
+    """Base class of every error ngraph_core raises for bad user input."""
+
+
+class AxesError(NgraphError, ValueError):
+    """Axes of an op's operands do not fit together (length clash, accidental outer product)."""
+
+
+class DTypeError(NgraphError, TypeError):
+    """An operand has a dtype the op cannot take."""
+
+
+class UnsupportedOpError(NgraphError, NotImplementedError):
+    """A backend or a pass has no rule for an OpType."""
+
+
+class SelectorError(NgraphError, ValueError):
+    """A selector query is malformed."""
+
+
+class SerializationError(NgraphError, ValueError):
+    """A serialized graph or weight file is malformed, truncated or of an unknown version."""
+
+
+class FeedError(NgraphError, ValueError):
+    """A value fed to a placeholder does not match its axes or dtype."""
+
+
+class BackendUnavailableError(NgraphError, RuntimeError):
+    """A transformer backend cannot run here (e.g. CuPy without a GPU)."""
+
+
+class VerifyError(NgraphError, AssertionError):
+    """A graph breaks an IR validity rule (raised by ``verify``; a bug in a pass or a hand-built op)."""

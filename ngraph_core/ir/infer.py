@@ -1,0 +1,260 @@
+"""Axes and dtype inference: one entry per ``OpType``.
+
+Each rule takes ``(src, arg, axes, dtype)`` — ``axes``/``dtype`` are what the
+constructor was asked for, or None where the op computes them — and returns the
+op's ``(Axes, dtype)``, raising ``AxesError``/``DTypeError`` when the sources do
+not fit. Element-wise rules require operands with identical axes: the API aligns
+operands by name and inserts explicit ``broadcast`` ops first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..errors import AxesError, DTypeError
+from .axes import Axes, format_axes
+from .node import Op
+from .ops import OpGroup, OpType
+
+Rule = Callable[[Sequence[Op], Any, "Axes | None", "str | None"], tuple[Axes, str]]
+
+FLOAT_DTYPES = ("float16", "float32", "float64")
+INT_DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8")
+ALL_DTYPES = FLOAT_DTYPES + INT_DTYPES
+
+
+def is_float(dtype: str) -> bool:
+    return dtype in FLOAT_DTYPES
+
+
+def promote(*dtypes: str) -> str:
+    """Result dtype of mixing ``dtypes``: the widest float if any operand is float, else the widest int.
+
+    Unlike NumPy, ``int64`` with ``float32`` gives ``float32`` (integers are indices and
+    counts here; they should not widen the float work).
+    """
+    floats = [d for d in dtypes if is_float(d)]
+    pool = floats or list(dtypes)
+    return max(pool, key=lambda d: (np.dtype(d).itemsize, d != "bool"))
+
+
+def _same_axes(src: Sequence[Op], what: str) -> Axes:
+    first = src[0].axes
+    for s in src[1:]:
+        if s.axes != first:
+            raise AxesError(
+                f"{what}: operands must have identical axes after alignment; received "
+                f"{format_axes(first)} and {format_axes(s.axes)}; hint: build element-wise ops "
+                "through ngraph_core's API, which aligns axes by name"
+            )
+    return first
+
+
+def _given(src: Sequence[Op], arg: Any, axes: Axes | None, dtype: str | None) -> tuple[Axes, str]:
+    assert axes is not None and dtype is not None
+    return Axes(axes), dtype
+
+
+def _unary(src, arg, axes, dtype):
+    return src[0].axes, src[0].dtype
+
+
+def _cast(src, arg, axes, dtype):
+    if dtype not in ALL_DTYPES:
+        raise DTypeError(f"cast: expected one of {ALL_DTYPES}, received {dtype!r}")
+    return src[0].axes, dtype
+
+
+def _binary(src, arg, axes, dtype):
+    return _same_axes(src, "element-wise op"), promote(*(s.dtype for s in src))
+
+
+def _where(src, arg, axes, dtype):
+    return _same_axes(src, "where"), promote(src[1].dtype, src[2].dtype)
+
+
+def _reduce(src, arg, axes, dtype):
+    out = Axes(axes)
+    if not out.is_subset_of(src[0].axes):
+        raise AxesError(
+            f"reduction: kept axes {format_axes(out)} must be a subset of the input's "
+            f"{format_axes(src[0].axes)}; hint: pass reduction_axes= or out_axes= drawn from the input"
+        )
+    return out, src[0].dtype
+
+
+def _arg_reduce(src, arg, axes, dtype):
+    out, _ = _reduce(src, arg, axes, dtype)
+    reduced = src[0].axes - out
+    if len(reduced) != 1:
+        raise AxesError(
+            f"argmax/argmin: expected exactly one reduction axis, received {format_axes(reduced)}; "
+            "hint: flatten the axes first, or reduce one axis at a time"
+        )
+    return out, "int64"
+
+
+def _broadcast(src, arg, axes, dtype):
+    out = Axes(axes)
+    if not src[0].axes.is_subset_of(out):
+        raise AxesError(
+            f"broadcast: input axes {format_axes(src[0].axes)} must all appear in the target "
+            f"{format_axes(out)}; hint: rename axes with ng.cast_axes first"
+        )
+    return out, src[0].dtype
+
+
+def _cast_axes(src, arg, axes, dtype):
+    out = Axes(axes)
+    if out.lengths != src[0].axes.lengths:
+        raise AxesError(
+            f"cast_axes: new axes {format_axes(out)} must have the lengths of the old "
+            f"{format_axes(src[0].axes)} in order; hint: cast_axes only renames axes"
+        )
+    return out, src[0].dtype
+
+
+def _reshape(src, arg, axes, dtype):
+    out = Axes(axes)
+    if out.size != src[0].axes.size:
+        raise AxesError(
+            f"reshape: {format_axes(out)} holds {out.size} elements but the input "
+            f"{format_axes(src[0].axes)} holds {src[0].axes.size}"
+        )
+    return out, src[0].dtype
+
+
+def slice_length(length: int, start: int, stop: int, step: int) -> int:
+    return len(range(start, stop, step))
+
+
+def _slice(src, arg, axes, dtype):
+    x = src[0]
+    if len(arg) != len(x.axes):
+        raise AxesError(f"slice: expected one slice per input axis ({len(x.axes)}), received {len(arg)}")
+    kept = []
+    for axis, s in zip(x.axes, arg):
+        if isinstance(s, int):
+            if not 0 <= s < axis.length:
+                raise AxesError(f"slice: index {s} is out of range for axis {axis}")
+            continue
+        start, stop, step = s
+        kept.append(axis.with_length(slice_length(axis.length, start, stop, step)))
+    return Axes(kept), x.dtype
+
+
+def _pad(src, arg, axes, dtype):
+    x, out = src[0], Axes(axes)
+    if len(arg) != len(out):
+        raise AxesError(f"pad: expected one entry per output axis ({len(out)}), received {len(arg)}")
+    placed = [a for a, p in zip(out, arg) if not isinstance(p, int)]
+    if [a.name for a in placed] != list(x.axes.names):
+        raise AxesError(f"pad: input axes {format_axes(x.axes)} do not match output {format_axes(out)}")
+    for axis, inner, (start, step) in zip(placed, x.axes, (p for p in arg if not isinstance(p, int))):
+        if inner.length and start + step * (inner.length - 1) >= axis.length:
+            raise AxesError(f"pad: input axis {inner} placed at {start}::{step} overflows {axis}")
+    return out, x.dtype
+
+
+def _concat(src, arg, axes, dtype):
+    name = arg
+    first = src[0].axes
+    total = 0
+    for s in src:
+        if s.axes.names != first.names:
+            raise AxesError(
+                f"concat along {name!r}: every input must have axes named {list(first.names)} in order, "
+                f"received {format_axes(s.axes)}"
+            )
+        for a, b in zip(s.axes, first):
+            if a.name != name and a != b:
+                raise AxesError(f"concat along {name!r}: axis {a} differs from {b} of the first input")
+        total += s.axes.find(name).length
+    return Axes(a.with_length(total) if a.name == name else a for a in first), promote(*(s.dtype for s in src))
+
+
+def _dot(src, arg, axes, dtype):
+    a, b = src
+    a.axes.check_compatible(b.axes)
+    shared = a.axes & b.axes
+    return (a.axes - shared) + (b.axes - shared), promote(a.dtype, b.dtype)
+
+
+def _assign(src, arg, axes, dtype):
+    var, value = src
+    if var.op is not OpType.VARIABLE:
+        raise DTypeError(f"assign: expected a variable as the target, received a {var.op.value} op")
+    if value.axes != var.axes:
+        raise AxesError(
+            f"assign: value axes {format_axes(value.axes)} differ from the variable's {format_axes(var.axes)}"
+        )
+    return var.axes, var.dtype
+
+
+def _sequential(src, arg, axes, dtype):
+    return src[-1].axes, src[-1].dtype
+
+
+def _doall(src, arg, axes, dtype):
+    return Axes(()), "float32"
+
+
+def _custom_gradient(src, arg, axes, dtype):
+    return src[0].axes, src[0].dtype
+
+
+INFER: dict[OpType, Rule] = {
+    **{t: _given for t in OpGroup.LEAF | OpGroup.RANDOM},
+    **{t: _unary for t in OpGroup.UNARY - {OpType.CAST}},
+    OpType.CAST: _cast,
+    **{t: _binary for t in OpGroup.BINARY | OpGroup.COMPARISON},
+    OpType.WHERE: _where,
+    **{t: _reduce for t in (OpType.SUM, OpType.MAX, OpType.MIN, OpType.PROD)},
+    OpType.ARGMAX: _arg_reduce,
+    OpType.ARGMIN: _arg_reduce,
+    OpType.BROADCAST: _broadcast,
+    OpType.CAST_AXES: _cast_axes,
+    OpType.RESHAPE: _reshape,
+    OpType.SLICE: _slice,
+    OpType.PAD: _pad,
+    OpType.CONCAT: _concat,
+    OpType.DOT: _dot,
+    OpType.ASSIGN: _assign,
+    OpType.SEQUENTIAL: _sequential,
+    OpType.DOALL: _doall,
+    OpType.CUSTOM_GRADIENT: _custom_gradient,
+}
+
+ARITY: dict[OpType, int | None] = {
+    **{t: 0 for t in OpGroup.LEAF | OpGroup.RANDOM},
+    **{t: 1 for t in OpGroup.UNARY | OpGroup.REDUCE},
+    **{t: 2 for t in OpGroup.BINARY | OpGroup.COMPARISON},
+    OpType.WHERE: 3,
+    **{t: 1 for t in OpGroup.MOVEMENT - {OpType.CONCAT}},
+    OpType.CONCAT: None,
+    OpType.DOT: 2,
+    OpType.ASSIGN: 2,
+    OpType.SEQUENTIAL: None,
+    OpType.DOALL: None,
+    OpType.CUSTOM_GRADIENT: None,
+}
+
+
+def infer(op: OpType, src: Sequence[Op], arg: Any = None, axes: Any = None, dtype: str | None = None) -> tuple[Axes, str]:
+    """The axes and dtype of an ``op`` over ``src``; raises ``AxesError``/``DTypeError``."""
+    arity = ARITY[op]
+    if arity is not None and len(src) != arity:
+        raise AxesError(f"{op.value}: expected {arity} input(s), received {len(src)}")
+    if arity is None and not src:
+        raise AxesError(f"{op.value}: expected at least one input, received none")
+    return INFER[op](src, arg, None if axes is None else Axes(axes), dtype)
+
+
+def make(op: OpType, src: Sequence[Op] = (), arg: Any = None, axes: Any = None, dtype: str | None = None,
+         **meta: Any) -> Op:
+    """Infer axes and dtype, then construct (hash-consed) the op."""
+    out_axes, out_dtype = infer(op, src, arg, axes, dtype)
+    return Op(op, src, out_axes, out_dtype, arg, **meta)

@@ -1,0 +1,130 @@
+"""The one ``OpType`` enum and the groups (``OpGroup``) that passes, selectors and tests read.
+
+Adding an op is one member here plus one entry in each table keyed by ``OpType``:
+``ir/infer.py`` (axes and dtype), ``autodiff/rules.py`` (gradient, when differentiable)
+and ``transformers/kernels`` (the NumPy/CuPy kernel). ``tests/ngraph_core/test_tables.py``
+fails when a table misses a member.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+
+class OpType(Enum):
+    """Every kind of node in the IR, grouped by kind. The value is the printed name."""
+
+    # leaves: data that enters the graph
+    CONSTANT = "constant"
+    VARIABLE = "variable"
+    PLACEHOLDER = "placeholder"
+    # random tensors, fresh on every execution
+    UNIFORM = "uniform"
+    NORMAL = "normal"
+    # element-wise unary
+    NEG = "neg"
+    ABS = "abs"
+    EXP = "exp"
+    LOG = "log"
+    LOG1P = "log1p"
+    SQRT = "sqrt"
+    RSQRT = "rsqrt"
+    SQUARE = "square"
+    RECIPROCAL = "reciprocal"
+    TANH = "tanh"
+    SIGMOID = "sigmoid"
+    RELU = "relu"
+    SIGN = "sign"
+    SIN = "sin"
+    COS = "cos"
+    STOP_GRADIENT = "stop_gradient"
+    CAST = "cast"
+    # element-wise binary
+    ADD = "add"
+    SUB = "sub"
+    MUL = "mul"
+    DIV = "div"
+    POW = "pow"
+    MAXIMUM = "maximum"
+    MINIMUM = "minimum"
+    # comparisons (0/1 in the operands' dtype)
+    EQUAL = "equal"
+    NOT_EQUAL = "not_equal"
+    LESS = "less"
+    LESS_EQUAL = "less_equal"
+    GREATER = "greater"
+    GREATER_EQUAL = "greater_equal"
+    # element-wise ternary
+    WHERE = "where"
+    # reductions (arg: none; the op's axes are the kept axes, in output order)
+    SUM = "sum"
+    MAX = "max"
+    MIN = "min"
+    PROD = "prod"
+    ARGMAX = "argmax"
+    ARGMIN = "argmin"
+    # movement and views
+    BROADCAST = "broadcast"
+    CAST_AXES = "cast_axes"
+    RESHAPE = "reshape"
+    SLICE = "slice"
+    PAD = "pad"
+    CONCAT = "concat"
+    # contraction
+    DOT = "dot"
+    # control and side effects
+    ASSIGN = "assign"
+    SEQUENTIAL = "sequential"
+    DOALL = "doall"
+    CUSTOM_GRADIENT = "custom_gradient"
+
+    def __repr__(self) -> str:
+        return f"OpType.{self.name}"
+
+
+class OpGroup:
+    """Sets of ``OpType`` by kind. Selectors use the lowercase names (``.elementwise``)."""
+
+    LEAF = frozenset({OpType.CONSTANT, OpType.VARIABLE, OpType.PLACEHOLDER})
+    RANDOM = frozenset({OpType.UNIFORM, OpType.NORMAL})
+    UNARY = frozenset({
+        OpType.NEG, OpType.ABS, OpType.EXP, OpType.LOG, OpType.LOG1P, OpType.SQRT, OpType.RSQRT,
+        OpType.SQUARE, OpType.RECIPROCAL, OpType.TANH, OpType.SIGMOID, OpType.RELU, OpType.SIGN,
+        OpType.SIN, OpType.COS, OpType.STOP_GRADIENT, OpType.CAST,
+    })
+    BINARY = frozenset({
+        OpType.ADD, OpType.SUB, OpType.MUL, OpType.DIV, OpType.POW, OpType.MAXIMUM, OpType.MINIMUM,
+    })
+    COMPARISON = frozenset({
+        OpType.EQUAL, OpType.NOT_EQUAL, OpType.LESS, OpType.LESS_EQUAL, OpType.GREATER,
+        OpType.GREATER_EQUAL,
+    })
+    TERNARY = frozenset({OpType.WHERE})
+    ELEMENTWISE = UNARY | BINARY | COMPARISON | TERNARY
+    COMMUTATIVE = frozenset({
+        OpType.ADD, OpType.MUL, OpType.MAXIMUM, OpType.MINIMUM, OpType.EQUAL, OpType.NOT_EQUAL,
+    })
+    REDUCE = frozenset({OpType.SUM, OpType.MAX, OpType.MIN, OpType.PROD, OpType.ARGMAX, OpType.ARGMIN})
+    MOVEMENT = frozenset({
+        OpType.BROADCAST, OpType.CAST_AXES, OpType.RESHAPE, OpType.SLICE, OpType.PAD, OpType.CONCAT,
+    })
+    CONTRACTION = frozenset({OpType.DOT})
+    CONTROL = frozenset({OpType.ASSIGN, OpType.SEQUENTIAL, OpType.DOALL, OpType.CUSTOM_GRADIENT})
+    SIDE_EFFECT = frozenset({OpType.ASSIGN})
+    # ops whose output never carries a gradient back to any input
+    NON_DIFFERENTIABLE = (
+        LEAF | RANDOM | COMPARISON
+        | {OpType.SIGN, OpType.STOP_GRADIENT, OpType.ARGMAX, OpType.ARGMIN, OpType.ASSIGN, OpType.DOALL}
+    )
+
+    BY_NAME: dict[str, frozenset[OpType]] = {}
+
+
+OpGroup.BY_NAME.update({
+    "leaf": OpGroup.LEAF, "random": OpGroup.RANDOM, "unary": OpGroup.UNARY,
+    "binary": OpGroup.BINARY, "comparison": OpGroup.COMPARISON, "elementwise": OpGroup.ELEMENTWISE,
+    "reduce": OpGroup.REDUCE, "movement": OpGroup.MOVEMENT, "contraction": OpGroup.CONTRACTION,
+    "control": OpGroup.CONTROL,
+})
+
+OP_BY_NAME: dict[str, OpType] = {t.value: t for t in OpType}

@@ -1,0 +1,299 @@
+"""The transformer protocol, the executor shared by the array backends, and the registry.
+
+A transformer owns the variables (initialised once, shared by all its
+computations) and compiles computations: ``compile_graph`` (the pass pipeline)
+gives an ordered op list, every op gets a kernel from ``kernels.KERNELS``, and the
+plan becomes straight-line Python source — one line per op — that ``exec`` turns
+into a function. ``computation.source`` shows that source.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..errors import AxesError, DTypeError, FeedError, NgraphError, UnsupportedOpError
+from ..ir import Op, OpGroup, OpType, format_axes, format_op
+from ..passes import CompiledGraph, compile_graph
+from .kernels import BOUND_BY_EXECUTOR, KERNELS, KernelContext
+
+# ops whose value may share memory with a variable's storage
+_VIEWS = OpGroup.MOVEMENT - {OpType.PAD, OpType.CONCAT} | {
+    OpType.VARIABLE, OpType.ASSIGN, OpType.STOP_GRADIENT, OpType.SEQUENTIAL, OpType.CUSTOM_GRADIENT,
+    OpType.PLACEHOLDER,
+}
+
+
+class Computation:
+    """A compiled, callable computation (made by ``Transformer.computation``).
+
+    Call it with one array per placeholder, in the order given at compile time.
+    It returns one NumPy array for a single result, a tuple for a list of results,
+    and None for a ``doall`` result.
+
+    Attributes:
+        source: the generated plan as Python source.
+        graph: the compiled graph (results and op order).
+    """
+
+    def __init__(self, transformer: Transformer, results: Sequence[Op], placeholders: Sequence[Op],
+                 single: bool) -> None:
+        self.transformer = transformer
+        self.placeholders = tuple(placeholders)
+        self.single = single
+        self.graph: CompiledGraph = compile_graph(results)
+        self.source, self._fn = transformer._build(self.graph, self.placeholders)
+
+    def __call__(self, *values: Any) -> Any:
+        if len(values) != len(self.placeholders):
+            names = ", ".join(p.name for p in self.placeholders) or "none"
+            raise FeedError(
+                f"computation: expected {len(self.placeholders)} input(s) ({names}), received {len(values)}; "
+                "hint: pass one array per placeholder, in the order given to t.computation"
+            )
+        out = self._fn(*values)
+        return out[0] if self.single else out
+
+    def __repr__(self) -> str:
+        return f"<Computation of {len(self.graph.order)} ops on {self.transformer.name}>"
+
+
+class Transformer:
+    """Base of the array-module backends (NumPy, CuPy). Use ``make_transformer`` to get one.
+
+    Args:
+        float_dtype: run every float32 op in this dtype (``"float64"`` for gradient checks).
+        seed: seeds the random ops that have no seed of their own.
+    """
+
+    name = "base"
+    xp: Any = None
+
+    def __init__(self, float_dtype: str = "float32", seed: int | None = 0, **options: Any) -> None:
+        if options:
+            raise NgraphError(f"{self.name} transformer: unknown option(s) {sorted(options)}")
+        if float_dtype not in ("float32", "float64"):
+            raise DTypeError(f"{self.name} transformer: float_dtype must be float32 or float64, received {float_dtype!r}")
+        self.float_dtype = float_dtype
+        self.seed = seed
+        self._storage: dict[Op, Any] = {}
+        self._computations: list[Computation] = []
+
+    # -- context manager ------------------------------------------------------------------
+    def __enter__(self) -> Transformer:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Release the variables' storage."""
+        self._storage.clear()
+        self._computations.clear()
+
+    # -- public ------------------------------------------------------------------------------
+    def computation(self, results: Op | Sequence[Op], *placeholders: Op) -> Computation:
+        """Compile ``results`` as a function of ``placeholders``.
+
+        Raises:
+            NgraphError: a result that needs a placeholder not listed.
+
+        Example:
+            >>> f = t.computation([loss, update], X, Y)
+            >>> loss_value, _ = f(x_batch, y_batch)
+        """
+        single = isinstance(results, Op)
+        results = [results] if single else list(results)
+        for r in list(results) + list(placeholders):
+            if not isinstance(r, Op):
+                raise NgraphError(f"computation: expected ops, received {type(r).__name__}")
+        for p in placeholders:
+            if p.op is not OpType.PLACEHOLDER:
+                raise NgraphError(f"computation: {format_op(p)} is not a placeholder")
+        comp = Computation(self, results, placeholders, single)
+        self._computations.append(comp)
+        return comp
+
+    def read_variable(self, var: Op) -> np.ndarray:
+        """A NumPy copy of ``var``'s current value (initialising it if needed)."""
+        return self.to_numpy(self._variable(var)).copy()
+
+    def write_variable(self, var: Op, value: Any) -> None:
+        """Overwrite ``var``'s value in place (shape must match its axes)."""
+        storage = self._variable(var)
+        array = np.asarray(value)
+        if array.shape != storage.shape:
+            raise AxesError(
+                f"write_variable {var.name}: expected shape {storage.shape} for axes {format_axes(var.axes)}, "
+                f"received {array.shape}"
+            )
+        storage[...] = self.xp.asarray(array, dtype=storage.dtype)
+
+    # -- backend hooks ---------------------------------------------------------------------
+    def to_numpy(self, value: Any) -> np.ndarray:
+        return np.asarray(value)
+
+    def dtype_of(self, op: Op) -> str:
+        return self.float_dtype if op.dtype == "float32" else op.dtype
+
+    def seed_for(self, op: Op) -> int:
+        info = op.arg
+        if info.seed is not None:
+            return info.seed
+        return int(np.random.SeedSequence([self.seed or 0, info.uid]).generate_state(1)[0])
+
+    # -- variables ----------------------------------------------------------------------------
+    def _variable(self, var: Op) -> Any:
+        if var.op is not OpType.VARIABLE:
+            raise NgraphError(f"expected a variable, received {format_op(var)}")
+        storage = self._storage.get(var)
+        if storage is None:
+            storage = self._storage[var] = self._initial_value(var)
+        return storage
+
+    def _initial_value(self, var: Op) -> Any:
+        xp, dtype, shape = self.xp, self.dtype_of(var), var.axes.lengths
+        init = var.arg.initial_value
+        value = init(var.axes) if callable(init) else init
+        array = np.asarray(self.to_numpy(value) if not isinstance(value, (int, float)) else value)
+        if array.ndim == 0:
+            return xp.full(shape, array.item(), dtype=dtype)
+        if array.shape != shape:
+            raise AxesError(
+                f"variable {var.name}: initial value has shape {array.shape}, expected {shape} "
+                f"for axes {format_axes(var.axes)}"
+            )
+        return xp.array(array, dtype=dtype)
+
+    # -- code generation -----------------------------------------------------------------------
+    def _feeder(self, p: Op) -> Callable[[Any], Any]:
+        xp, dtype, shape = self.xp, self.dtype_of(p), p.axes.lengths
+
+        def feed(value: Any) -> Any:
+            try:
+                array = xp.asarray(value, dtype=dtype)
+            except (TypeError, ValueError) as exc:
+                raise FeedError(f"placeholder {p.name}: cannot convert the fed value to {dtype}: {exc}") from None
+            if array.shape != shape:
+                raise FeedError(
+                    f"placeholder {p.name}: expected an array of shape {shape} for axes {format_axes(p.axes)}, "
+                    f"received shape {array.shape}; hint: feed arrays in the placeholder's axes order"
+                )
+            return array
+
+        return feed
+
+    def _result(self, op: Op) -> Callable[[Any], Any]:
+        to_numpy = self.to_numpy
+        if op.op is OpType.DOALL:
+            return lambda v: None
+        if op.op in _VIEWS:
+            return lambda v: np.array(to_numpy(v), copy=True)
+        return lambda v: np.asarray(to_numpy(v))
+
+    def _build(self, graph: CompiledGraph, placeholders: Sequence[Op]) -> tuple[str, Callable[..., tuple]]:
+        kc = KernelContext(self.xp, self.dtype_of, self.seed_for)
+        env: dict[str, Any] = {}
+        names: dict[Op, str] = {}
+        lines: list[str] = []
+        missing = [p for p in graph.order if p.op is OpType.PLACEHOLDER and p not in placeholders]
+        if missing:
+            raise NgraphError(
+                f"computation: the results need placeholder(s) {', '.join(p.name for p in missing)} "
+                "that were not passed; hint: list every placeholder after the results in t.computation"
+            )
+        params = [f"in{i}" for i in range(len(placeholders))]
+        snapshot = self._snapshot_needed(graph)
+        for i, op in enumerate(graph.order):
+            name = names[op] = f"v{i}"
+            comment = format_op(op, names)
+            if op.op is OpType.PLACEHOLDER:
+                k = placeholders.index(op)
+                env[f"feed{k}"] = self._feeder(op)
+                lines.append(f"{name} = feed{k}(in{k})  # {comment}")
+            elif op.op is OpType.VARIABLE:
+                env[f"var{i}"] = self._variable(op)
+                lines.append(f"{name} = var{i}  # {comment}")
+            else:
+                factory = KERNELS.get(op.op)
+                if factory is None:
+                    raise UnsupportedOpError(
+                        f"{self.name} transformer: no kernel for {op.op.value}; "
+                        "hint: add one in ngraph_core/transformers/kernels/"
+                    )
+                kernel = f"{op.op.value}{i}"
+                env[kernel] = factory(op, kc)
+                args = ", ".join(names[s] for s in op.src)
+                lines.append(f"{name} = {kernel}({args})  # {comment}")
+            if op in snapshot:
+                env["copy"] = self.xp.copy
+                lines.append(f"{name} = copy({name})  # snapshot: an assign may overwrite what this views")
+        outs = []
+        for j, r in enumerate(graph.results):
+            env[f"out{j}"] = self._result(r)
+            outs.append(f"out{j}({names[r]})")
+        body = "\n".join(lines + [f"return ({', '.join(outs)},)"])
+        source = f"def computation({', '.join(params)}):\n{textwrap.indent(body, '    ')}\n"
+        exec(compile(source, f"<ngraph computation {id(graph)}>", "exec"), env)  # noqa: S102 - our own plan
+        return source, env["computation"]
+
+    @staticmethod
+    def _snapshot_needed(graph: CompiledGraph) -> set[Op]:
+        """Early views of variables that run after an assign: copy them when computed."""
+        late_start = next((i for i, op in enumerate(graph.order) if op.op is OpType.ASSIGN), len(graph.order))
+        early = set(graph.order[:late_start])
+        needed = set()
+        for op in graph.order[late_start:]:
+            for s in op.src:
+                if s in early and s.op in _VIEWS and s.op is not OpType.VARIABLE and _views_variable(s):
+                    needed.add(s)
+        return needed
+
+
+def _views_variable(op: Op) -> bool:
+    while op.op in _VIEWS:
+        if op.op is OpType.VARIABLE:
+            return True
+        if op.op is OpType.PLACEHOLDER or not op.src:
+            return False
+        op = op.src[-1] if op.op is OpType.SEQUENTIAL else op.src[0] if op.op is not OpType.ASSIGN else op.src[0]
+    return False
+
+
+_REGISTRY: dict[str, Callable[..., Transformer]] = {}
+
+
+def register_transformer(name: str, factory: Callable[..., Transformer]) -> None:
+    """Make a backend available to ``make_transformer(backend=name)``."""
+    _REGISTRY[name] = factory
+
+
+def transformer_choices() -> list[str]:
+    """The registered backend names."""
+    return sorted(_REGISTRY)
+
+
+def make_transformer(backend: str = "numpy", **options: Any) -> Transformer:
+    """A transformer for ``backend`` (``"numpy"`` or ``"cupy"``); use it as a context manager.
+
+    Args:
+        backend: registered backend name.
+        **options: backend options (``float_dtype="float64"``, ``seed=0``).
+
+    Raises:
+        NgraphError: an unknown backend name.
+        BackendUnavailableError: a backend that cannot run here (CuPy without a GPU).
+
+    Example:
+        >>> with make_transformer() as t:
+        ...     f = t.computation(y, x)
+    """
+    factory = _REGISTRY.get(backend)
+    if factory is None:
+        raise NgraphError(f"make_transformer: unknown backend {backend!r}; expected one of {transformer_choices()}")
+    return factory(**options)
+
+

@@ -1,0 +1,23 @@
+"""Kernels written once against an array module ``xp`` (NumPy or CuPy).
+
+``KERNELS`` maps every computing ``OpType`` to a factory ``(op, KernelContext) -> callable``
+run once at compile time, so per-step work is only the array call. Variables and
+placeholders have no kernel: the executor binds their storage and feeds.
+"""
+
+from ...ir import OpType
+from . import contraction, control, elementwise, leaf, movement, reduce
+from .context import Kernel, KernelContext, KernelFactory
+
+KERNELS: dict[OpType, KernelFactory] = {
+    **elementwise.KERNELS,
+    **reduce.KERNELS,
+    **movement.KERNELS,
+    **contraction.KERNELS,
+    **leaf.KERNELS,
+    **control.KERNELS,
+}
+
+BOUND_BY_EXECUTOR = frozenset({OpType.VARIABLE, OpType.PLACEHOLDER})
+
+__all__ = ["BOUND_BY_EXECUTOR", "KERNELS", "Kernel", "KernelContext", "KernelFactory"]

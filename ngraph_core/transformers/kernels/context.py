@@ -1,0 +1,29 @@
+"""What a kernel factory may ask of its transformer: the array module, dtypes and seeds."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ...ir import Op
+
+Kernel = Callable[..., Any]
+
+
+@dataclass(frozen=True)
+class KernelContext:
+    """Handed to every kernel factory at compile time.
+
+    Attributes:
+        xp: the array module (numpy or cupy).
+        dtype_of: the dtype an op's value has on this transformer (float32 may run as float64).
+        seed_for: the seed of a random op's generator.
+    """
+
+    xp: Any
+    dtype_of: Callable[[Op], str]
+    seed_for: Callable[[Op], int]
+
+
+KernelFactory = Callable[[Op, KernelContext], Kernel]

@@ -1,0 +1,79 @@
+"""Movement kernels: views where the array library allows (broadcast, rename, slice), copies otherwise."""
+
+from __future__ import annotations
+
+from ...ir import Op, OpType
+from .context import Kernel, KernelContext
+
+
+def broadcast(op: Op, kc: KernelContext) -> Kernel:
+    xp, (x,) = kc.xp, op.src
+    out_shape = op.axes.lengths
+    # x's axes ordered as they appear in the output, then unit axes where x has none
+    perm = tuple(sorted(range(len(x.axes)), key=lambda i: op.axes.index(x.axes[i])))
+    unit_shape = tuple(a.length if a in x.axes else 1 for a in op.axes)
+    needs_transpose = perm != tuple(range(len(perm)))
+    needs_expand = len(x.axes) != len(op.axes)
+
+    def broadcast_kernel(v):
+        if needs_transpose:
+            v = v.transpose(perm)
+        if needs_expand:
+            v = xp.broadcast_to(v.reshape(unit_shape), out_shape)
+        return v
+
+    return broadcast_kernel
+
+
+def identity(op: Op, kc: KernelContext) -> Kernel:
+    return lambda v: v
+
+
+def reshape(op: Op, kc: KernelContext) -> Kernel:
+    shape = op.axes.lengths
+    return lambda v: v.reshape(shape)
+
+
+def _python_slice(start: int, stop: int, step: int) -> slice:
+    # a normalised stop below zero means "run to the start" (negative steps)
+    return slice(start, stop if stop >= 0 else None, step)
+
+
+def slice_kernel(op: Op, kc: KernelContext) -> Kernel:
+    index = tuple(s if isinstance(s, int) else _python_slice(*s) for s in op.arg)
+    return lambda v: v[index]
+
+
+def pad(op: Op, kc: KernelContext) -> Kernel:
+    xp, (x,) = kc.xp, op.src
+    lengths = iter(x.axes.lengths)
+    index = []
+    for p in op.arg:
+        if isinstance(p, int):
+            index.append(p)
+        else:
+            start, step = p
+            index.append(_python_slice(start, start + step * next(lengths), step))
+    index_t, shape, dtype = tuple(index), op.axes.lengths, kc.dtype_of(op)
+
+    def pad_kernel(v):
+        out = xp.zeros(shape, dtype=dtype)
+        out[index_t] = v
+        return out
+
+    return pad_kernel
+
+
+def concat(op: Op, kc: KernelContext) -> Kernel:
+    xp, axis, dtype = kc.xp, op.axes.index(op.arg), kc.dtype_of(op)
+    return lambda *vs: xp.concatenate([v.astype(dtype, copy=False) for v in vs], axis=axis)
+
+
+KERNELS = {
+    OpType.BROADCAST: broadcast,
+    OpType.CAST_AXES: identity,
+    OpType.RESHAPE: reshape,
+    OpType.SLICE: slice_kernel,
+    OpType.PAD: pad,
+    OpType.CONCAT: concat,
+}
