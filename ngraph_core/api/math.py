@@ -185,7 +185,7 @@ def multiply(a: Any, b: Any) -> Op:
 
 
 def divide(a: Any, b: Any) -> Op:
-    """a / b with operands aligned by axis name."""
+    """a / b with operands aligned by axis name (floor division when both are integers)."""
     return _binary(OpType.DIV, a, b)
 
 

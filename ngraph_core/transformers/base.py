@@ -187,15 +187,22 @@ class Transformer:
         return feed
 
     def _result(self, op: Op) -> Callable[[Any], Any]:
+        # kernels write into buffers reused by the next call: hand the user a copy
         to_numpy = self.to_numpy
         if op.op is OpType.DOALL:
             return lambda v: None
-        if op.op in _VIEWS:
-            return lambda v: np.array(to_numpy(v), copy=True)
-        return lambda v: np.asarray(to_numpy(v))
+        return lambda v: np.array(to_numpy(v), copy=True)
 
     def _build(self, graph: CompiledGraph, placeholders: Sequence[Op]) -> tuple[str, Callable[..., tuple]]:
-        kc = KernelContext(self.xp, self.dtype_of, self.seed_for)
+        buffers: dict[Op, Any] = {}
+
+        def out(op: Op) -> Any:
+            # one persistent buffer per op (the memory planner will pack these into an arena)
+            if op not in buffers:
+                buffers[op] = self.xp.empty(op.axes.lengths, dtype=self.dtype_of(op))
+            return buffers[op]
+
+        kc = KernelContext(self.xp, self.dtype_of, self.seed_for, out)
         env: dict[str, Any] = {}
         names: dict[Op, str] = {}
         lines: list[str] = []

@@ -1,4 +1,9 @@
-"""``dot``: contract the shared axes with one BLAS matrix multiply (via tensordot)."""
+"""``dot``: contract the shared axes with one BLAS matrix multiply into the output buffer.
+
+Both operands are viewed as matrices — a as (a's other axes, shared axes), b as
+(shared axes, b's other axes) — which costs nothing for 2-D operands (BLAS takes
+transposed strides) and copies only when a transpose must be merged into one axis.
+"""
 
 from __future__ import annotations
 
@@ -9,12 +14,23 @@ from .context import Kernel, KernelContext
 def dot(op: Op, kc: KernelContext) -> Kernel:
     xp, (a, b) = kc.xp, op.src
     shared = a.axes & b.axes
-    axes = (tuple(a.axes.index(s) for s in shared), tuple(b.axes.index(s) for s in shared))
+    a_rest, b_rest = a.axes - shared, b.axes - shared
+    a_perm = tuple(a.axes.index(x) for x in a_rest + shared)
+    b_perm = tuple(b.axes.index(x) for x in shared + b_rest)
+    m, k, n = a_rest.size, shared.size, b_rest.size
     dtype = kc.dtype_of(op)
-    same = kc.dtype_of(a) == dtype and kc.dtype_of(b) == dtype
-    if same:
-        return lambda u, v: xp.tensordot(u, v, axes=axes)
-    return lambda u, v: xp.tensordot(u.astype(dtype, copy=False), v.astype(dtype, copy=False), axes=axes)
+    out = kc.out(op)
+    out2d = out.reshape(m, n)
+
+    def dot_kernel(u, v):
+        u2 = u.transpose(a_perm).reshape(m, k)
+        v2 = v.transpose(b_perm).reshape(k, n)
+        if u2.dtype != dtype or v2.dtype != dtype:
+            u2, v2 = u2.astype(dtype), v2.astype(dtype)
+        xp.dot(u2, v2, out=out2d)
+        return out
+
+    return dot_kernel
 
 
 KERNELS = {OpType.DOT: dot}

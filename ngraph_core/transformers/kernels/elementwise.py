@@ -10,10 +10,11 @@ from ...ir import Op, OpType, is_float
 from .context import Kernel, KernelContext
 
 
-def _sigmoid(xp):
+def _sigmoid(xp, out):
     def sigmoid(x):
         # 0.5 * (1 + tanh(x / 2)) never overflows, unlike 1 / (1 + exp(-x))
-        out = xp.tanh(x * 0.5)
+        xp.multiply(x, 0.5, out=out)
+        xp.tanh(out, out=out)
         out += 1.0
         out *= 0.5
         return out
@@ -21,31 +22,38 @@ def _sigmoid(xp):
     return sigmoid
 
 
-def _rsqrt(xp):
+def _rsqrt(xp, out):
     def rsqrt(x):
-        out = xp.sqrt(x)
+        xp.sqrt(x, out=out)
         return xp.reciprocal(out, out=out)
 
     return rsqrt
 
 
+def _ufunc(name: str):
+    def make(xp, out):
+        fn = getattr(xp, name)
+        return lambda x: fn(x, out=out)
+
+    return make
+
+
 _UNARY = {
-    OpType.NEG: lambda xp: xp.negative,
-    OpType.ABS: lambda xp: xp.abs,
-    OpType.EXP: lambda xp: xp.exp,
-    OpType.LOG: lambda xp: xp.log,
-    OpType.LOG1P: lambda xp: xp.log1p,
-    OpType.SQRT: lambda xp: xp.sqrt,
+    OpType.NEG: _ufunc("negative"),
+    OpType.ABS: _ufunc("abs"),
+    OpType.EXP: _ufunc("exp"),
+    OpType.LOG: _ufunc("log"),
+    OpType.LOG1P: _ufunc("log1p"),
+    OpType.SQRT: _ufunc("sqrt"),
     OpType.RSQRT: _rsqrt,
-    OpType.SQUARE: lambda xp: xp.square,
-    OpType.RECIPROCAL: lambda xp: xp.reciprocal,
-    OpType.TANH: lambda xp: xp.tanh,
+    OpType.SQUARE: _ufunc("square"),
+    OpType.RECIPROCAL: _ufunc("reciprocal"),
+    OpType.TANH: _ufunc("tanh"),
     OpType.SIGMOID: _sigmoid,
-    OpType.RELU: lambda xp: (lambda x: xp.maximum(x, 0)),
-    OpType.SIGN: lambda xp: xp.sign,
-    OpType.SIN: lambda xp: xp.sin,
-    OpType.COS: lambda xp: xp.cos,
-    OpType.STOP_GRADIENT: lambda xp: (lambda x: x),
+    OpType.RELU: lambda xp, out: (lambda x: xp.maximum(x, 0, out=out)),
+    OpType.SIGN: _ufunc("sign"),
+    OpType.SIN: _ufunc("sin"),
+    OpType.COS: _ufunc("cos"),
 }
 
 _BINARY = {
@@ -57,32 +65,46 @@ _BINARY = {
 
 
 def unary(op: Op, kc: KernelContext) -> Kernel:
-    return _UNARY[op.op](kc.xp)
+    return _UNARY[op.op](kc.xp, kc.out(op))
+
+
+def stop_gradient(op: Op, kc: KernelContext) -> Kernel:
+    return lambda x: x
 
 
 def cast(op: Op, kc: KernelContext) -> Kernel:
-    dtype = kc.dtype_of(op)
-    return lambda x: x.astype(dtype)
+    xp, out = kc.xp, kc.out(op)
+
+    def cast_kernel(x):
+        xp.copyto(out, x, casting="unsafe")
+        return out
+
+    return cast_kernel
 
 
 def binary(op: Op, kc: KernelContext) -> Kernel:
-    fn = getattr(kc.xp, _BINARY[op.op])
-    dtype = kc.dtype_of(op)
-    keeps_dtype = op.op not in (OpType.EQUAL, OpType.NOT_EQUAL, OpType.LESS, OpType.LESS_EQUAL,
-                                OpType.GREATER, OpType.GREATER_EQUAL) and (is_float(dtype) or op.op is not OpType.DIV)
-    if keeps_dtype and all(kc.dtype_of(s) == dtype for s in op.src):
-        return fn
-    # comparisons give bool and int division gives float: bring the result to the op's dtype
-    return lambda a, b: fn(a, b).astype(dtype, copy=False)
+    fn, out = getattr(kc.xp, _BINARY[op.op]), kc.out(op)
+    if op.op is OpType.DIV and not is_float(kc.dtype_of(op)):
+        # true division of integers gives floats: bring the result back to the op's integer dtype
+        xp = kc.xp
+        return lambda a, b: xp.floor_divide(a, b, out=out)
+    # comparisons write their bools as 0/1 into the float (or int) buffer
+    return lambda a, b: fn(a, b, out=out, casting="unsafe")
 
 
 def where(op: Op, kc: KernelContext) -> Kernel:
-    xp, dtype = kc.xp, kc.dtype_of(op)
-    return lambda c, a, b: xp.where(c, a, b).astype(dtype, copy=False)
+    xp, out = kc.xp, kc.out(op)
+
+    def where_kernel(c, a, b):
+        xp.copyto(out, xp.where(c, a, b), casting="unsafe")
+        return out
+
+    return where_kernel
 
 
 KERNELS = {
     **{t: unary for t in _UNARY},
+    OpType.STOP_GRADIENT: stop_gradient,
     OpType.CAST: cast,
     **{t: binary for t in _BINARY},
     OpType.WHERE: where,

@@ -16,12 +16,12 @@ def constant(op: Op, kc: KernelContext) -> Kernel:
 
 
 def uniform(op: Op, kc: KernelContext) -> Kernel:
-    xp, dtype, info, shape = kc.xp, kc.dtype_of(op), op.arg, op.axes.lengths
+    xp, dtype, info, out = kc.xp, kc.dtype_of(op), op.arg, kc.out(op)
     gen = xp.random.default_rng(kc.seed_for(op))
     scale = info.b - info.a
 
     def uniform_kernel():
-        out = gen.random(shape, dtype=dtype)
+        gen.random(dtype=dtype, out=out)
         out *= scale
         out += info.a
         return out
@@ -30,11 +30,11 @@ def uniform(op: Op, kc: KernelContext) -> Kernel:
 
 
 def normal(op: Op, kc: KernelContext) -> Kernel:
-    xp, dtype, info, shape = kc.xp, kc.dtype_of(op), op.arg, op.axes.lengths
+    xp, dtype, info, out = kc.xp, kc.dtype_of(op), op.arg, kc.out(op)
     gen = xp.random.default_rng(kc.seed_for(op))
 
     def normal_kernel():
-        out = gen.standard_normal(shape, dtype=dtype)
+        gen.standard_normal(dtype=dtype, out=out)
         out *= info.b
         out += info.a
         return out

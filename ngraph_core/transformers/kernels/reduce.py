@@ -15,22 +15,24 @@ def reduce(op: Op, kc: KernelContext) -> Kernel:
     reduced = tuple(i for i, a in enumerate(x.axes) if a not in op.axes)
     kept_in_input_order = [a for a in x.axes if a in op.axes]
     perm = tuple(kept_in_input_order.index(a) for a in op.axes)
-    transpose = perm != tuple(range(len(perm)))
-    dtype = kc.dtype_of(op)
+    out = kc.out(op)
     if op.op in (OpType.ARGMAX, OpType.ARGMIN):
         (axis,) = reduced
+        if perm == tuple(range(len(perm))):
+            return lambda v: fn(v, axis=axis, out=out)
 
         def arg_reduce(v):
-            out = fn(v, axis=axis)
-            return xp.asarray(out.transpose(perm) if transpose else out, dtype=dtype)
+            xp.copyto(out, fn(v, axis=axis).transpose(perm), casting="unsafe")
+            return out
 
         return arg_reduce
-
-    def reduce_kernel(v):
-        out = fn(v, axis=reduced) if reduced else v
-        return out.transpose(perm) if transpose else xp.asarray(out)
-
-    return reduce_kernel
+    if not reduced:
+        # a reduction over nothing is a reordering
+        return lambda v: xp.copyto(out, v.transpose(perm)) or out
+    if perm == tuple(range(len(perm))):
+        return lambda v: fn(v, axis=reduced, out=out)
+    # reduce into the input's order, then reorder into the buffer
+    return lambda v: xp.copyto(out, fn(v, axis=reduced).transpose(perm)) or out
 
 
 KERNELS = {t: reduce for t in _NAMES}
