@@ -7,10 +7,11 @@ Optimizing rewrites (simplify, fold, CSE, fusion, memory planning) join
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from ..ir import Op, OpType
+from ..ir import Op, OpType, verify
 from .linearize import linearize
 
 GraphPass = Callable[[list[Op]], list[Op]]
@@ -31,8 +32,13 @@ class CompiledGraph:
 
 
 def compile_graph(results: Sequence[Op]) -> CompiledGraph:
-    """Run ``GRAPH_PASSES`` over ``results``, then linearize."""
+    """Run ``GRAPH_PASSES`` over ``results``, then linearize (``NG_CHECK=1`` verifies after each pass)."""
+    check = os.environ.get("NG_CHECK", "") not in ("", "0")
     roots = list(results)
+    if check:
+        verify(roots)
     for _name, graph_pass in GRAPH_PASSES:
         roots = graph_pass(roots)
+        if check:
+            verify(roots)
     return CompiledGraph(tuple(roots), tuple(linearize(roots)))

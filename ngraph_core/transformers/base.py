@@ -216,7 +216,7 @@ class Transformer:
         snapshot = self._snapshot_needed(graph)
         for i, op in enumerate(graph.order):
             name = names[op] = f"v{i}"
-            comment = format_op(op, names)
+            comment = format_op(op, names).replace("  # ", "  | ")
             if op.op is OpType.PLACEHOLDER:
                 k = placeholders.index(op)
                 env[f"feed{k}"] = self._feeder(op)
@@ -249,24 +249,25 @@ class Transformer:
 
     @staticmethod
     def _snapshot_needed(graph: CompiledGraph) -> set[Op]:
-        """Early views of variables that run after an assign: copy them when computed."""
+        """Views of a variable computed before the first assign and read after it.
+
+        Such a view would see the assigned value, against the rule that pure ops
+        read the weights from before the update; the executor copies them when computed.
+        """
         late_start = next((i for i, op in enumerate(graph.order) if op.op is OpType.ASSIGN), len(graph.order))
         early = set(graph.order[:late_start])
-        needed = set()
-        for op in graph.order[late_start:]:
-            for s in op.src:
-                if s in early and s.op in _VIEWS and s.op is not OpType.VARIABLE and _views_variable(s):
-                    needed.add(s)
-        return needed
+        return {s for op in graph.order[late_start:] for s in op.src
+                if s in early and s.op is not OpType.VARIABLE and _views_variable(s)}
 
 
 def _views_variable(op: Op) -> bool:
+    """True when ``op``'s value may be a view of a variable's storage."""
     while op.op in _VIEWS:
         if op.op is OpType.VARIABLE:
             return True
-        if op.op is OpType.PLACEHOLDER or not op.src:
+        if not op.src:
             return False
-        op = op.src[-1] if op.op is OpType.SEQUENTIAL else op.src[0] if op.op is not OpType.ASSIGN else op.src[0]
+        op = op.src[-1] if op.op is OpType.SEQUENTIAL else op.src[0]
     return False
 
 
