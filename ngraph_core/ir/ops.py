@@ -117,6 +117,16 @@ class OpGroup:
         | {OpType.SIGN, OpType.STOP_GRADIENT, OpType.ARGMAX, OpType.ARGMIN, OpType.ASSIGN, OpType.DOALL}
     )
 
+    # ops whose value is a view of (or the same array as) a source: they own no buffer
+    VIEW = frozenset({
+        OpType.BROADCAST, OpType.CAST_AXES, OpType.RESHAPE, OpType.SLICE, OpType.STOP_GRADIENT,
+        OpType.SEQUENTIAL, OpType.CUSTOM_GRADIENT,
+    })
+    # ops that need no buffer from a computation's arena (views, persistent or external data)
+    NO_BUFFER = VIEW | {OpType.VARIABLE, OpType.PLACEHOLDER, OpType.CONSTANT, OpType.ASSIGN, OpType.DOALL}
+    # ops that may write their output over a dying source's buffer (position-wise computation)
+    IN_PLACE = ELEMENTWISE - {OpType.STOP_GRADIENT}
+
     BY_NAME: dict[str, frozenset[OpType]] = {}
 
 
