@@ -13,7 +13,16 @@ from typing import Any
 from ..errors import AxesError
 from ..ir import Axes, Op, OpType, format_axes
 from .math import (
-    AxisSpec, _resolve_axes, absolute, exp, log, log1p, logsumexp, maximum, stop_gradient, sum,
+    AxisSpec,
+    _resolve_axes,
+    absolute,
+    exp,
+    log,
+    log1p,
+    logsumexp,
+    maximum,
+    stop_gradient,
+    sum,
 )
 from .tensors import as_op, constant
 

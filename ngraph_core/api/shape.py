@@ -78,7 +78,9 @@ def unflatten(x: Any, axis: Axis, new_axes: AxesLike) -> Op:
     x, new_axes = as_op(x, where="unflatten"), make_axes(new_axes)
     axis = _resolve_axes(x, axis, "unflatten")[0]
     if new_axes.size != axis.length:
-        raise AxesError(f"unflatten: {format_axes(new_axes)} holds {new_axes.size} elements, axis {axis} holds {axis.length}")
+        raise AxesError(
+            f"unflatten: {format_axes(new_axes)} holds {new_axes.size} elements, axis {axis} holds {axis.length}"
+        )
     i = x.axes.index(axis)
     return _reshape(x, x.axes[:i] + new_axes + x.axes[i + 1:])
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any, Union
+from typing import Any
 
 import numpy as np
 
@@ -12,8 +12,8 @@ from ..ir import ArrayValue, Axes, Axis, Op, OpType, RandomInfo, VariableInfo, f
 from ..ir.axes import anonymous_axis_name
 from ..ir.infer import ALL_DTYPES
 
-AxesLike = Union[Axes, Axis, Iterable[Axis]]
-InitialValue = Union[int, float, np.ndarray, Callable[[Axes], Any]]
+AxesLike = Axes | Axis | Iterable[Axis]
+InitialValue = int | float | np.ndarray | Callable[[Axes], Any]
 
 
 def make_axis(length: int, name: str | None = None) -> Axis:
@@ -136,7 +136,9 @@ def constant(value: Any, axes: AxesLike | None = None, dtype: Any = None, name: 
         axes = Axes(make_axis(n) for n in array.shape)
     axes = make_axes(axes)
     if array.ndim == 0:
-        arg: Any = array.astype(dtype).item()
+        # keep a float at full precision: a float32 graph run as float64 should see 0.1, not 0.100000001
+        kind = np.dtype(dtype).kind
+        arg: Any = float(array) if kind == "f" else bool(array) if kind == "b" else int(array)
     else:
         if array.shape != axes.lengths:
             raise AxesError(

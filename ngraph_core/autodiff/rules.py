@@ -77,7 +77,8 @@ RULES: dict[OpType, Rule] = {
     OpType.RECIPROCAL: lambda ctx, op: (-ctx * op * op,),
     OpType.TANH: lambda ctx, op: (ctx * (1.0 - op * op),),
     OpType.SIGMOID: lambda ctx, op: (ctx * op * (1.0 - op),),
-    OpType.RELU: lambda ctx, op: (ctx * ng.greater(_x(op), 0.0),),
+    # relu(x) > 0 exactly where x > 0: testing the output lets x die early (and fuse)
+    OpType.RELU: lambda ctx, op: (ctx * ng.greater(op, 0.0),),
     OpType.SIN: lambda ctx, op: (ctx * ng.cos(_x(op)),),
     OpType.COS: lambda ctx, op: (-ctx * ng.sin(_x(op)),),
     OpType.CAST: lambda ctx, op: (ng.cast(ctx, _x(op).dtype),),

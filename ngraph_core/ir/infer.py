@@ -207,7 +207,7 @@ def _custom_gradient(src, arg, axes, dtype):
 
 
 INFER: dict[OpType, Rule] = {
-    **{t: _given for t in OpGroup.LEAF | OpGroup.RANDOM},
+    **{t: _given for t in OpGroup.LEAF | OpGroup.RANDOM | OpGroup.COMPILED},
     **{t: _unary for t in OpGroup.UNARY - {OpType.CAST}},
     OpType.CAST: _cast,
     **{t: _binary for t in OpGroup.BINARY | OpGroup.COMPARISON},
@@ -240,10 +240,12 @@ ARITY: dict[OpType, int | None] = {
     OpType.SEQUENTIAL: None,
     OpType.DOALL: None,
     OpType.CUSTOM_GRADIENT: None,
+    OpType.FUSED: None,
 }
 
 
-def infer(op: OpType, src: Sequence[Op], arg: Any = None, axes: Any = None, dtype: str | None = None) -> tuple[Axes, str]:
+def infer(op: OpType, src: Sequence[Op], arg: Any = None, axes: Any = None,
+          dtype: str | None = None) -> tuple[Axes, str]:
     """The axes and dtype of an ``op`` over ``src``; raises ``AxesError``/``DTypeError``."""
     arity = ARITY[op]
     if arity is not None and len(src) != arity:

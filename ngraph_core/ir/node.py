@@ -225,7 +225,7 @@ class Op:
         src = tuple(src)
         axes = Axes(axes)
         scope = current_scope() if scope is None else tuple(scope)
-        labels = set(labels) | current_labels()
+        labels = set(labels)
         key = (op, src, axes, dtype, arg, scope)
         with _intern_lock:
             hit = _interned.get(key)
@@ -233,7 +233,9 @@ class Op:
                 hit = object.__new__(cls)
                 for field, value in zip(("op", "src", "axes", "dtype", "arg"), key):
                     object.__setattr__(hit, field, value)
-                object.__setattr__(hit, "meta", Meta(name, scope, labels))
+                # context labels (e.g. ``grad`` during the backward walk) mark new ops only: an op
+                # the forward pass already built stays a forward op
+                object.__setattr__(hit, "meta", Meta(name, scope, labels | current_labels()))
                 _interned[key] = hit
                 return hit
         hit.meta.labels |= labels
@@ -243,6 +245,9 @@ class Op:
 
     def __setattr__(self, key: str, value: Any) -> None:
         raise AttributeError(f"Op is immutable; cannot set {key!r}")
+
+    def __delattr__(self, key: str) -> None:
+        raise AttributeError(f"Op is immutable; cannot delete {key!r}")
 
     def __reduce__(self) -> Any:
         raise TypeError("Ops are not picklable; use ngraph_core.serialize(ops) instead")

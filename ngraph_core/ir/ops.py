@@ -77,6 +77,8 @@ class OpType(Enum):
     SEQUENTIAL = "sequential"
     DOALL = "doall"
     CUSTOM_GRADIENT = "custom_gradient"
+    # made by the compiler only (never by users, never differentiated)
+    FUSED = "fused"
 
     def __repr__(self) -> str:
         return f"OpType.{self.name}"
@@ -111,9 +113,10 @@ class OpGroup:
     CONTRACTION = frozenset({OpType.DOT})
     CONTROL = frozenset({OpType.ASSIGN, OpType.SEQUENTIAL, OpType.DOALL, OpType.CUSTOM_GRADIENT})
     SIDE_EFFECT = frozenset({OpType.ASSIGN})
+    COMPILED = frozenset({OpType.FUSED})
     # ops whose output never carries a gradient back to any input
     NON_DIFFERENTIABLE = (
-        LEAF | RANDOM | COMPARISON
+        LEAF | RANDOM | COMPARISON | COMPILED
         | {OpType.SIGN, OpType.STOP_GRADIENT, OpType.ARGMAX, OpType.ARGMIN, OpType.ASSIGN, OpType.DOALL}
     )
 
@@ -125,7 +128,7 @@ class OpGroup:
     # ops that need no buffer from a computation's arena (views, persistent or external data)
     NO_BUFFER = VIEW | {OpType.VARIABLE, OpType.PLACEHOLDER, OpType.CONSTANT, OpType.ASSIGN, OpType.DOALL}
     # ops that may write their output over a dying source's buffer (position-wise computation)
-    IN_PLACE = ELEMENTWISE - {OpType.STOP_GRADIENT}
+    IN_PLACE = ELEMENTWISE - {OpType.STOP_GRADIENT} | {OpType.FUSED}
 
     BY_NAME: dict[str, frozenset[OpType]] = {}
 
@@ -134,7 +137,7 @@ OpGroup.BY_NAME.update({
     "leaf": OpGroup.LEAF, "random": OpGroup.RANDOM, "unary": OpGroup.UNARY,
     "binary": OpGroup.BINARY, "comparison": OpGroup.COMPARISON, "elementwise": OpGroup.ELEMENTWISE,
     "reduce": OpGroup.REDUCE, "movement": OpGroup.MOVEMENT, "contraction": OpGroup.CONTRACTION,
-    "control": OpGroup.CONTROL,
+    "control": OpGroup.CONTROL, "compiled": OpGroup.COMPILED,
 })
 
 OP_BY_NAME: dict[str, OpType] = {t.value: t for t in OpType}

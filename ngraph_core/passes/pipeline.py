@@ -1,44 +1,94 @@
-"""The compiler pipeline, read top to bottom: what every transformer runs on a computation's graph.
+"""The compiler pipeline, read top to bottom: what a transformer runs on a computation's graph.
 
 Transformers call ``compile_graph`` and use only its result (``CompiledGraph``).
-Optimizing rewrites (simplify, fold, CSE, fusion, memory planning) join
-``GRAPH_PASSES`` as they are written; today the pipeline only linearizes.
+
+``NG_DEBUG=1`` prints each pass's name and time, ``=2`` adds node counts, ``=3``
+prints the graph after each pass. ``NG_CHECK=1`` runs ``verify`` after each pass.
 """
 
 from __future__ import annotations
 
 import os
+import sys
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from ..ir import Op, OpType, verify
-from .linearize import linearize
+from ..ir import Op, OpType, format_graph, toposort, verify
+from ..pattern import PatternMatcher, graph_rewrite
+from .fusion import fuse_elementwise
+from .linearize import control_dependencies, linearize, snapshot_reads
 
 GraphPass = Callable[[list[Op]], list[Op]]
 
-GRAPH_PASSES: list[tuple[str, GraphPass]] = []
+# the optimizing passes, in order
+OPTIMIZATIONS: list[tuple[str, GraphPass]] = [
+    ("fuse_elementwise", fuse_elementwise),
+]
 
 
 @dataclass(frozen=True)
 class CompiledGraph:
-    """What a transformer executes: the results and every needed op in run order."""
+    """What a transformer executes.
+
+    Attributes:
+        results: the ops to return.
+        order: every needed op, in run order.
+        snapshots: values the executor must copy when computed, for the ops after the first
+            assign that read them (``linearize.snapshot_reads``).
+    """
 
     results: tuple[Op, ...]
     order: tuple[Op, ...]
+    snapshots: frozenset[Op] = frozenset()
 
     @property
     def variables(self) -> list[Op]:
         return [op for op in self.order if op.op is OpType.VARIABLE]
 
 
-def compile_graph(results: Sequence[Op]) -> CompiledGraph:
-    """Run ``GRAPH_PASSES`` over ``results``, then linearize (``NG_CHECK=1`` verifies after each pass)."""
+def _debug_level() -> int:
+    try:
+        return int(os.environ.get("NG_DEBUG", "0") or 0)
+    except ValueError:
+        return 0
+
+
+def passes_for(optimize: bool = True, extra_rules: PatternMatcher | None = None) -> list[tuple[str, GraphPass]]:
+    """The pass list a transformer runs: user rules first, then ``OPTIMIZATIONS`` (none if not ``optimize``)."""
+    passes: list[tuple[str, GraphPass]] = []
+    if extra_rules is not None and len(extra_rules):
+        passes.append(("extra_rules", lambda roots: graph_rewrite(roots, extra_rules, name="extra_rules")))
+    if optimize:
+        passes.extend(OPTIMIZATIONS)
+    return passes
+
+
+def compile_graph(results: Sequence[Op], optimize: bool = True,
+                  extra_rules: PatternMatcher | None = None) -> CompiledGraph:
+    """Run the passes over ``results``, then linearize.
+
+    Args:
+        results: the ops the computation returns.
+        optimize: False runs no optimizing pass (user rules still apply).
+        extra_rules: a ``PatternMatcher`` of user rewrite rules, applied first.
+    """
+    level = _debug_level()
     check = os.environ.get("NG_CHECK", "") not in ("", "0")
     roots = list(results)
     if check:
         verify(roots)
-    for _name, graph_pass in GRAPH_PASSES:
+    for name, graph_pass in passes_for(optimize, extra_rules):
+        start = time.perf_counter()
+        before = len(toposort(roots)) if level >= 2 else 0
         roots = graph_pass(roots)
         if check:
             verify(roots)
-    return CompiledGraph(tuple(roots), tuple(linearize(roots)))
+        if level >= 1:
+            counts = f" {before} -> {len(toposort(roots))} ops" if level >= 2 else ""
+            print(f"[ngraph] pass {name}: {1e3 * (time.perf_counter() - start):.2f} ms{counts}", file=sys.stderr)
+        if level >= 3:
+            print(format_graph(roots), file=sys.stderr)
+    control = control_dependencies(toposort(roots))
+    order = linearize(roots, control)
+    return CompiledGraph(tuple(roots), tuple(order), frozenset(snapshot_reads(order, control)))

@@ -16,15 +16,10 @@ from typing import Any
 import numpy as np
 
 from ..errors import AxesError, DTypeError, FeedError, NgraphError, UnsupportedOpError
-from ..ir import Op, OpGroup, OpType, format_axes, format_op
+from ..ir import Op, OpType, format_axes, format_op
 from ..passes import CompiledGraph, compile_graph
-from .kernels import BOUND_BY_EXECUTOR, KERNELS, KernelContext
-
-# ops whose value may share memory with a variable's storage
-_VIEWS = OpGroup.MOVEMENT - {OpType.PAD, OpType.CONCAT} | {
-    OpType.VARIABLE, OpType.ASSIGN, OpType.STOP_GRADIENT, OpType.SEQUENTIAL, OpType.CUSTOM_GRADIENT,
-    OpType.PLACEHOLDER,
-}
+from ..pattern import PatternMatcher
+from .kernels import KERNELS, KernelContext
 
 
 class Computation:
@@ -44,7 +39,7 @@ class Computation:
         self.transformer = transformer
         self.placeholders = tuple(placeholders)
         self.single = single
-        self.graph: CompiledGraph = compile_graph(results)
+        self.graph: CompiledGraph = compile_graph(results, transformer.optimize, transformer.extra_rules)
         self.source, self._fn = transformer._build(self.graph, self.placeholders)
 
     def __call__(self, *values: Any) -> Any:
@@ -67,18 +62,27 @@ class Transformer:
     Args:
         float_dtype: run every float32 op in this dtype (``"float64"`` for gradient checks).
         seed: seeds the random ops that have no seed of their own.
+        optimize: run the optimizing passes (``passes/pipeline.py``); False compiles the graph as built.
+        extra_rules: a ``PatternMatcher`` (or a list of ``(Pat, fn)`` rules) of user rewrites,
+            applied to every computation before the optimizing passes.
     """
 
     name = "base"
     xp: Any = None
 
-    def __init__(self, float_dtype: str = "float32", seed: int | None = 0, **options: Any) -> None:
+    def __init__(self, float_dtype: str = "float32", seed: int | None = 0, optimize: bool = True,
+                 extra_rules: Any = None, **options: Any) -> None:
         if options:
             raise NgraphError(f"{self.name} transformer: unknown option(s) {sorted(options)}")
         if float_dtype not in ("float32", "float64"):
-            raise DTypeError(f"{self.name} transformer: float_dtype must be float32 or float64, received {float_dtype!r}")
+            raise DTypeError(
+                f"{self.name} transformer: float_dtype must be float32 or float64, received {float_dtype!r}"
+            )
         self.float_dtype = float_dtype
         self.seed = seed
+        self.optimize = optimize
+        self.extra_rules = extra_rules if extra_rules is None or isinstance(extra_rules, PatternMatcher) \
+            else PatternMatcher(extra_rules)
         self._storage: dict[Op, Any] = {}
         self._computations: list[Computation] = []
 
@@ -213,9 +217,14 @@ class Transformer:
                 "that were not passed; hint: list every placeholder after the results in t.computation"
             )
         params = [f"in{i}" for i in range(len(placeholders))]
-        snapshot = self._snapshot_needed(graph)
+        snap_names: dict[Op, str] = {}
+        snapshots = graph.snapshots
+        late = False
         for i, op in enumerate(graph.order):
             name = names[op] = f"v{i}"
+            late = late or op.op is OpType.ASSIGN
+            src_names = [snap_names.get(x, names[x]) if late and not (op.op is OpType.ASSIGN and j == 0)
+                         else names[x] for j, x in enumerate(op.src)]
             comment = format_op(op, names).replace("  # ", "  | ")
             if op.op is OpType.PLACEHOLDER:
                 k = placeholders.index(op)
@@ -233,11 +242,11 @@ class Transformer:
                     )
                 kernel = f"{op.op.value}{i}"
                 env[kernel] = factory(op, kc)
-                args = ", ".join(names[s] for s in op.src)
-                lines.append(f"{name} = {kernel}({args})  # {comment}")
-            if op in snapshot:
+                lines.append(f"{name} = {kernel}({', '.join(src_names)})  # {comment}")
+            if op in snapshots:
                 env["copy"] = self.xp.copy
-                lines.append(f"{name} = copy({name})  # snapshot: an assign may overwrite what this views")
+                snap_names[op] = f"{name}_before"
+                lines.append(f"{name}_before = copy({name})  # read after an assign to the variable it views")
         outs = []
         for j, r in enumerate(graph.results):
             env[f"out{j}"] = self._result(r)
@@ -246,29 +255,6 @@ class Transformer:
         source = f"def computation({', '.join(params)}):\n{textwrap.indent(body, '    ')}\n"
         exec(compile(source, f"<ngraph computation {id(graph)}>", "exec"), env)  # noqa: S102 - our own plan
         return source, env["computation"]
-
-    @staticmethod
-    def _snapshot_needed(graph: CompiledGraph) -> set[Op]:
-        """Views of a variable computed before the first assign and read after it.
-
-        Such a view would see the assigned value, against the rule that pure ops
-        read the weights from before the update; the executor copies them when computed.
-        """
-        late_start = next((i for i, op in enumerate(graph.order) if op.op is OpType.ASSIGN), len(graph.order))
-        early = set(graph.order[:late_start])
-        return {s for op in graph.order[late_start:] for s in op.src
-                if s in early and s.op is not OpType.VARIABLE and _views_variable(s)}
-
-
-def _views_variable(op: Op) -> bool:
-    """True when ``op``'s value may be a view of a variable's storage."""
-    while op.op in _VIEWS:
-        if op.op is OpType.VARIABLE:
-            return True
-        if not op.src:
-            return False
-        op = op.src[-1] if op.op is OpType.SEQUENTIAL else op.src[0]
-    return False
 
 
 _REGISTRY: dict[str, Callable[..., Transformer]] = {}

@@ -26,7 +26,9 @@ def load_cupy() -> Any:
     try:
         count = cupy.cuda.runtime.getDeviceCount()
     except Exception as exc:  # CUDA raises its own error types when no driver is present
-        raise BackendUnavailableError(f"cupy transformer: no usable GPU ({exc}); hint: use make_transformer('numpy')") from None
+        raise BackendUnavailableError(
+            f"cupy transformer: no usable GPU ({exc}); hint: use make_transformer('numpy')"
+        ) from None
     if count == 0:
         raise BackendUnavailableError("cupy transformer: no GPU found; hint: use make_transformer('numpy')")
     return cupy

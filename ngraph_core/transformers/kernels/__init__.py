@@ -6,7 +6,7 @@ placeholders have no kernel: the executor binds their storage and feeds.
 """
 
 from ...ir import OpType
-from . import contraction, control, elementwise, leaf, movement, reduce
+from . import contraction, control, elementwise, fused, leaf, movement, reduce
 from .context import Kernel, KernelContext, KernelFactory
 
 KERNELS: dict[OpType, KernelFactory] = {
@@ -16,6 +16,7 @@ KERNELS: dict[OpType, KernelFactory] = {
     **contraction.KERNELS,
     **leaf.KERNELS,
     **control.KERNELS,
+    **fused.KERNELS,
 }
 
 BOUND_BY_EXECUTOR = frozenset({OpType.VARIABLE, OpType.PLACEHOLDER})

@@ -7,20 +7,23 @@ transposed strides) and copies only when a transpose must be merged into one axi
 
 from __future__ import annotations
 
-from ...ir import Op, OpType
+from collections.abc import Callable
+from typing import Any
+
+from ...ir import Axes, Op, OpType
 from .context import Kernel, KernelContext
 
 
-def dot(op: Op, kc: KernelContext) -> Kernel:
-    xp, (a, b) = kc.xp, op.src
+def dot_into(xp: Any, a: Op, b: Op, out_axes: Axes, out: Any) -> Callable[[Any, Any], Any]:
+    """``fn(u, v)`` writing dot(u, v) (u with ``a``'s axes, v with ``b``'s) into ``out``."""
     shared = a.axes & b.axes
     a_rest, b_rest = a.axes - shared, b.axes - shared
+    assert a_rest + b_rest == out_axes, "dot output axes are a's rest then b's rest"
     a_perm = tuple(a.axes.index(x) for x in a_rest + shared)
     b_perm = tuple(b.axes.index(x) for x in shared + b_rest)
     m, k, n = a_rest.size, shared.size, b_rest.size
-    dtype = kc.dtype_of(op)
-    out = kc.out(op)
     out2d = out.reshape(m, n)
+    dtype = out.dtype
 
     def dot_kernel(u, v):
         u2 = u.transpose(a_perm).reshape(m, k)
@@ -31,6 +34,11 @@ def dot(op: Op, kc: KernelContext) -> Kernel:
         return out
 
     return dot_kernel
+
+
+def dot(op: Op, kc: KernelContext) -> Kernel:
+    a, b = op.src
+    return dot_into(kc.xp, a, b, op.axes, kc.out(op))
 
 
 KERNELS = {OpType.DOT: dot}

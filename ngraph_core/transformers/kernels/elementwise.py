@@ -15,9 +15,8 @@ def _sigmoid(xp, out):
         # 0.5 * (1 + tanh(x / 2)) never overflows, unlike 1 / (1 + exp(-x))
         xp.multiply(x, 0.5, out=out)
         xp.tanh(out, out=out)
-        out += 1.0
-        out *= 0.5
-        return out
+        xp.add(out, 1.0, out=out)
+        return xp.multiply(out, 0.5, out=out)
 
     return sigmoid
 

@@ -55,9 +55,10 @@ def pad(op: Op, kc: KernelContext) -> Kernel:
             start, step = p
             index.append(_python_slice(start, start + step * next(lengths), step))
     index_t, out = tuple(index), kc.out(op)
-    out[...] = 0  # the border stays zero: each call writes only the interior
 
     def pad_kernel(v):
+        # zero every call: the buffer may be shared with other ops between calls
+        xp.copyto(out, 0)
         out[index_t] = v
         return out
 

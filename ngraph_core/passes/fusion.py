@@ -1,0 +1,106 @@
+"""Element-wise fusion: chains of element-wise ops become one ``fused`` op.
+
+Grouping (reverse topological order): an element-wise op joins the group of its
+consumers when every consumer is in that one group, it is not a result, and it has
+the group's axes and float dtype; otherwise it roots a new group. Groups of two
+or more ops become one ``fused`` op whose sources are the group's external
+inputs (scalar constants are inlined). A ``dot`` feeding the group, used only
+there, becomes the group's head: one op then computes dot + bias + activation,
+with the element-wise epilogue applied over the product's buffer while it is
+in cache. The kernel evaluates the program in cache-sized blocks
+(``transformers/kernels/fused.py``).
+
+Fusion runs after autodiff, so ``fused`` ops need no gradient rule.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..ir import FusedProgram, Op, OpGroup, OpType, consumers, is_float, toposort
+from ..pattern import scalar_value
+
+FUSIBLE = OpGroup.ELEMENTWISE - {OpType.STOP_GRADIENT, OpType.CAST}
+
+
+def _fusible(op: Op) -> bool:
+    return op.op in FUSIBLE and is_float(op.dtype) and all(s.dtype == op.dtype for s in op.src)
+
+
+def _inline_constant(op: Op) -> float | None:
+    return scalar_value(op) if (op.op is OpType.CONSTANT and not op.axes) or op.op is OpType.BROADCAST else None
+
+
+def _groups(order: Sequence[Op], results: set[Op]) -> dict[Op, list[Op]]:
+    users = consumers(order)
+    group_of: dict[Op, Op] = {}
+    for op in reversed(order):
+        if not _fusible(op):
+            continue
+        us = users[op]
+        roots = {group_of.get(u) for u in us}
+        if op not in results and us and None not in roots and len(roots) == 1:
+            root = roots.pop()
+            if root.axes == op.axes and root.dtype == op.dtype:
+                group_of[op] = root
+                continue
+        group_of[op] = op
+    members: dict[Op, list[Op]] = {}
+    for op in order:  # topological order within each group
+        if op in group_of:
+            members.setdefault(group_of[op], []).append(op)
+    return {root: ops for root, ops in members.items() if len(ops) > 1}
+
+
+def _dot_head(members: list[Op], users: dict[Op, list[Op]], results: set[Op]) -> Op | None:
+    for op in members:
+        for s in op.src:
+            if (s.op is OpType.DOT and s.axes == op.axes and s.dtype == op.dtype and s not in results
+                    and users[s] == [op] and all(x.dtype == s.dtype for x in s.src)):
+                return s
+    return None
+
+
+def _program(root: Op, members: list[Op], head: Op | None) -> tuple[FusedProgram, list[Op]]:
+    index = {op: j for j, op in enumerate(members)}
+    inputs: list[Op] = []
+    steps = []
+    for op in members:
+        refs = []
+        for s in op.src:
+            value = _inline_constant(s)
+            if s in index:
+                refs.append(("t", index[s]))
+            elif s is head:
+                refs.append(("d",))
+            elif value is not None:
+                refs.append(("c", value))
+            else:
+                if s not in inputs:
+                    inputs.append(s)
+                refs.append(("in", inputs.index(s)))
+        steps.append((op.op, tuple(refs)))
+    src = list(head.src) + inputs if head is not None else inputs
+    return FusedProgram(tuple(steps), dot=head is not None), src
+
+
+def fuse_elementwise(roots: list[Op]) -> list[Op]:
+    """Replace each fusible element-wise group (and its ``dot`` head) by one ``fused`` op."""
+    order = toposort(roots)
+    results = set(roots)
+    users = consumers(order)
+    fused: dict[Op, tuple[FusedProgram, list[Op]]] = {}
+    for root, members in _groups(order, results).items():
+        fused[root] = _program(root, members, _dot_head(members, users, results))
+    if not fused:
+        return roots
+    new: dict[Op, Op] = {}
+    for op in order:  # bottom-up, so a group's inputs are already rewritten
+        if op in fused:
+            program, src = fused[op]
+            new[op] = Op(OpType.FUSED, [new[s] for s in src], op.axes, op.dtype, program, name=op.meta.name,
+                         labels=op.meta.labels, scope=op.meta.scope)
+        else:
+            src = tuple(new[s] for s in op.src)
+            new[op] = op if src == op.src else op.replace(src=src)
+    return [new[r] for r in roots]
