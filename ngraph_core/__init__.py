@@ -17,11 +17,19 @@ from .api import *  # noqa: F403 - the API package defines __all__
 from .api import __all__ as _api_all
 from .autodiff import custom_gradient, deriv, gradients
 from .errors import (
-    AxesError, BackendUnavailableError, DTypeError, FeedError, NgraphError, SelectorError, SerializationError,
-    UnsupportedOpError, VerifyError,
+    AxesError,
+    BackendUnavailableError,
+    DTypeError,
+    FeedError,
+    NgraphError,
+    SelectorError,
+    SerializationError,
+    UnsupportedOpError,
+    VerifyError,
 )
 from .ir import Axes, Axis, Op, OpGroup, OpType, format_graph, name_scope, verify
 from .ir import toposort as ordered_ops
+from .serialize import deserialize, serialize
 
 __version__ = "0.1.0"
 
@@ -31,5 +39,6 @@ __all__ = [
     "AxesError", "BackendUnavailableError", "DTypeError", "FeedError", "NgraphError", "SelectorError",
     "SerializationError", "UnsupportedOpError", "VerifyError",
     "Axes", "Axis", "Op", "OpGroup", "OpType", "format_graph", "name_scope", "verify", "ordered_ops",
+    "serialize", "deserialize",
     "__version__",
 ]

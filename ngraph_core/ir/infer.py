@@ -142,6 +142,8 @@ def _slice(src, arg, axes, dtype):
                 raise AxesError(f"slice: index {s} is out of range for axis {axis}")
             continue
         start, stop, step = s
+        if step == 0:
+            raise AxesError(f"slice: step must be nonzero, received 0 for axis {axis}")
         kept.append(axis.with_length(slice_length(axis.length, start, stop, step)))
     return Axes(kept), x.dtype
 
@@ -172,7 +174,10 @@ def _concat(src, arg, axes, dtype):
         for a, b in zip(s.axes, first):
             if a.name != name and a != b:
                 raise AxesError(f"concat along {name!r}: axis {a} differs from {b} of the first input")
-        total += s.axes.find(name).length
+        axis = s.axes.find(name)
+        if axis is None:
+            raise AxesError(f"concat: input {format_axes(s.axes)} has no axis named {name!r}")
+        total += axis.length
     return Axes(a.with_length(total) if a.name == name else a for a in first), promote(*(s.dtype for s in src))
 
 

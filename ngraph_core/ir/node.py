@@ -13,6 +13,7 @@ are the union).
 from __future__ import annotations
 
 import contextvars
+import math
 import hashlib
 import itertools
 import threading
@@ -226,12 +227,14 @@ class Op:
         axes = Axes(axes)
         scope = current_scope() if scope is None else tuple(scope)
         labels = set(labels)
-        key = (op, src, axes, dtype, arg, scope)
+        # 0.0 == -0.0 (and they hash alike), but they are different constants (1/x differs)
+        key_arg = (arg, math.copysign(1.0, arg)) if type(arg) is float else arg
+        key = (op, src, axes, dtype, key_arg, scope)
         with _intern_lock:
             hit = _interned.get(key)
             if hit is None:
                 hit = object.__new__(cls)
-                for field, value in zip(("op", "src", "axes", "dtype", "arg"), key):
+                for field, value in zip(("op", "src", "axes", "dtype", "arg"), (op, src, axes, dtype, arg)):
                     object.__setattr__(hit, field, value)
                 # context labels (e.g. ``grad`` during the backward walk) mark new ops only: an op
                 # the forward pass already built stays a forward op

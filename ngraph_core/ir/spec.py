@@ -52,8 +52,9 @@ def verify(roots: Op | Iterable[Op]) -> None:
             raise VerifyError(f"{format_op(op)}: {problem}")
         try:
             axes, dtype = infer(op.op, op.src, op.arg, op.axes, op.dtype)
-        except NgraphError as exc:
-            raise VerifyError(f"{format_op(op)}: {exc}") from exc
+        except (NgraphError, TypeError, ValueError, AttributeError, IndexError, KeyError) as exc:
+            # a malformed arg can trip the inference rule itself; report it as the op's fault
+            raise VerifyError(f"{format_op(op)}: {type(exc).__name__}: {exc}") from exc
         if axes != op.axes or dtype != op.dtype:
             raise VerifyError(
                 f"{format_op(op)}: inference gives {axes} {dtype}, the op says {op.axes} {op.dtype}"

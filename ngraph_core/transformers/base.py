@@ -16,10 +16,15 @@ from typing import Any
 import numpy as np
 
 from ..errors import AxesError, DTypeError, FeedError, NgraphError, UnsupportedOpError
-from ..ir import Op, OpType, format_axes, format_op
+from ..ir import Op, OpGroup, OpType, format_axes, format_op
 from ..passes import CompiledGraph, compile_graph
 from ..pattern import PatternMatcher
 from .kernels import KERNELS, KernelContext
+
+
+def owns_buffer(op: Op) -> bool:
+    """True when ``op``'s kernel writes into an output buffer (called as ``kernel(out, *inputs)``)."""
+    return op.op not in OpGroup.NO_BUFFER
 
 
 class Computation:
@@ -191,23 +196,40 @@ class Transformer:
         return feed
 
     def _result(self, op: Op) -> Callable[[Any], Any]:
-        # kernels write into buffers reused by the next call: hand the user a copy
         to_numpy = self.to_numpy
         if op.op is OpType.DOALL:
             return lambda v: None
+        if owns_buffer(op):
+            # a result's buffer is a fresh array each call (see _buffers): hand it over
+            return lambda v: to_numpy(v)
+        # views, variables and constants share memory that outlives the call: copy
         return lambda v: np.array(to_numpy(v), copy=True)
 
-    def _build(self, graph: CompiledGraph, placeholders: Sequence[Op]) -> tuple[str, Callable[..., tuple]]:
-        buffers: dict[Op, Any] = {}
+    def _buffers(self, graph: CompiledGraph) -> tuple[dict[Op, str], dict[str, Any]]:
+        """For each buffer-owning op, the expression giving its output buffer, and the globals it uses.
 
-        def out(op: Op) -> Any:
-            # one persistent buffer per op (the memory planner will pack these into an arena)
-            if op not in buffers:
-                buffers[op] = self.xp.empty(op.axes.lengths, dtype=self.dtype_of(op))
-            return buffers[op]
-
-        kc = KernelContext(self.xp, self.dtype_of, self.seed_for, out)
+        Results get a fresh array every call (the user keeps it); every other op gets a
+        persistent buffer allocated once, so a call allocates nothing else.
+        """
+        exprs: dict[Op, str] = {}
         env: dict[str, Any] = {}
+        results = set(graph.results)
+        xp = self.xp
+        for i, op in enumerate(graph.order):
+            if not owns_buffer(op):
+                continue
+            shape, dtype = op.axes.lengths, self.dtype_of(op)
+            if op in results:
+                env[f"new{i}"] = lambda shape=shape, dtype=dtype: xp.empty(shape, dtype=dtype)
+                exprs[op] = f"new{i}()"
+            else:
+                env[f"buf{i}"] = xp.empty(shape, dtype=dtype)
+                exprs[op] = f"buf{i}"
+        return exprs, env
+
+    def _build(self, graph: CompiledGraph, placeholders: Sequence[Op]) -> tuple[str, Callable[..., tuple]]:
+        kc = KernelContext(self.xp, self.dtype_of, self.seed_for)
+        buffer_of, env = self._buffers(graph)
         names: dict[Op, str] = {}
         lines: list[str] = []
         missing = [p for p in graph.order if p.op is OpType.PLACEHOLDER and p not in placeholders]
@@ -242,7 +264,8 @@ class Transformer:
                     )
                 kernel = f"{op.op.value}{i}"
                 env[kernel] = factory(op, kc)
-                lines.append(f"{name} = {kernel}({', '.join(src_names)})  # {comment}")
+                args = ([buffer_of[op]] if op in buffer_of else []) + src_names
+                lines.append(f"{name} = {kernel}({', '.join(args)})  # {comment}")
             if op in snapshots:
                 env["copy"] = self.xp.copy
                 snap_names[op] = f"{name}_before"

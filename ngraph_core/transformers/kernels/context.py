@@ -19,16 +19,16 @@ class KernelContext:
         xp: the array module (numpy or cupy).
         dtype_of: the dtype an op's value has on this transformer (float32 may run as float64).
         seed_for: the seed of a random op's generator.
-        out: the preallocated output buffer of an op (C-contiguous, the op's shape and
-            dtype). A kernel that writes into it must not return a view of an input; the
-            executor copies results before handing them to the user, so buffers are reused
-            by every call of a computation.
+
+    Calling convention: a kernel for an op that owns a buffer (not in
+    ``OpGroup.NO_BUFFER``) is called as ``kernel(out, *inputs)`` and writes its value
+    into ``out`` (C-contiguous, the op's shape and dtype: a planned arena view, or a
+    fresh array for a result); other kernels are called as ``kernel(*inputs)``.
     """
 
     xp: Any
     dtype_of: Callable[[Op], str]
     seed_for: Callable[[Op], int]
-    out: Callable[[Op], Any]
 
 
 KernelFactory = Callable[[Op, KernelContext], Kernel]

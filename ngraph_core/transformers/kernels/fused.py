@@ -24,6 +24,7 @@ from typing import Any
 from ...ir import FusedProgram, Op, OpType
 from .context import Kernel, KernelContext
 from .contraction import dot_into
+from .elementwise import step_function
 
 BLOCK_ELEMENTS = 16384
 PARALLEL_MIN_ELEMENTS = 1 << 18
@@ -41,37 +42,6 @@ def _executor() -> ThreadPoolExecutor:
     return _pool
 
 
-_UFUNCS = {
-    OpType.NEG: "negative", OpType.ABS: "abs", OpType.EXP: "exp", OpType.LOG: "log", OpType.LOG1P: "log1p",
-    OpType.SQRT: "sqrt", OpType.SQUARE: "square", OpType.RECIPROCAL: "reciprocal", OpType.TANH: "tanh",
-    OpType.SIGN: "sign", OpType.SIN: "sin", OpType.COS: "cos", OpType.ADD: "add", OpType.SUB: "subtract",
-    OpType.MUL: "multiply", OpType.DIV: "divide", OpType.POW: "power", OpType.MAXIMUM: "maximum",
-    OpType.MINIMUM: "minimum", OpType.EQUAL: "equal", OpType.NOT_EQUAL: "not_equal", OpType.LESS: "less",
-    OpType.LESS_EQUAL: "less_equal", OpType.GREATER: "greater", OpType.GREATER_EQUAL: "greater_equal",
-}
-
-
-def step_function(xp: Any, kind: OpType) -> Callable[..., Any]:
-    """``fn(out, *args)``: one element-wise step writing into ``out``."""
-    if kind is OpType.RELU:
-        return lambda o, x: xp.maximum(x, 0, out=o)
-    if kind is OpType.SIGMOID:
-        def sigmoid(o, x):
-            xp.multiply(x, 0.5, out=o)
-            xp.tanh(o, out=o)
-            o += 1.0
-            o *= 0.5
-            return o
-
-        return sigmoid
-    if kind is OpType.RSQRT:
-        return lambda o, x: xp.reciprocal(xp.sqrt(x, out=o), out=o)
-    if kind is OpType.WHERE:
-        return lambda o, c, a, b: xp.copyto(o, xp.where(c, a, b), casting="unsafe")
-    ufunc = getattr(xp, _UFUNCS[kind])
-    return lambda o, *args: ufunc(*args, out=o, casting="unsafe")
-
-
 def _compile(xp: Any, program: FusedProgram) -> list[tuple[Callable[..., Any], tuple]]:
     return [(step_function(xp, kind), refs) for kind, refs in program.steps]
 
@@ -83,30 +53,33 @@ def _run(steps: list, refs_values: Callable[[tuple], Any], temps: Sequence[Any],
 
 
 def fused(op: Op, kc: KernelContext) -> Kernel:
-    """The blocked kernel for a ``fused`` op (NumPy)."""
-    xp, program, out = kc.xp, op.arg, kc.out(op)
+    """The blocked kernel for a ``fused`` op (NumPy): ``kernel(out, *inputs)``."""
+    xp, program, dtype = kc.xp, op.arg, kc.dtype_of(op)
     steps = _compile(xp, program)
     shape = op.axes.lengths
-    head = dot_into(xp, op.src[0], op.src[1], op.axes, out) if program.dot else None
+    head = dot_into(xp, op.src[0], op.src[1], op.axes, dtype) if program.dot else None
     n_dot = 2 if program.dot else 0
     if not shape:
-        temps0 = [xp.empty((), dtype=out.dtype) for _ in steps]
+        temps0 = [xp.empty((), dtype=dtype) for _ in steps]
 
-        def scalar_kernel(*vs):
+        def scalar_kernel(out, *vs):
             if head is not None:
-                head(vs[0], vs[1])
+                head(out, vs[0], vs[1])
             values = vs[n_dot:]
             _run(steps, lambda r: _value(r, values, out, temps0), temps0, out)
             return out
 
         return scalar_kernel
-    rows, row_size = shape[0], out.size // max(shape[0], 1)
+    size = 1
+    for n in shape:
+        size *= n
+    rows, row_size = shape[0], size // max(shape[0], 1)
     block_rows = max(1, BLOCK_ELEMENTS // max(row_size, 1))
     blocks = [(s, min(s + block_rows, rows)) for s in range(0, rows, block_rows)]
-    n_workers = min(_threads(), len(blocks)) if out.size >= PARALLEL_MIN_ELEMENTS else 1
-    temps = [[xp.empty((block_rows,) + shape[1:], dtype=out.dtype) for _ in steps] for _ in range(n_workers)]
+    n_workers = min(_threads(), len(blocks)) if size >= PARALLEL_MIN_ELEMENTS else 1
+    temps = [[xp.empty((block_rows,) + shape[1:], dtype=dtype) for _ in steps] for _ in range(n_workers)]
 
-    def run_blocks(worker: int, values: Sequence[Any]) -> None:
+    def run_blocks(worker: int, out: Any, values: Sequence[Any]) -> None:
         my_temps = temps[worker]
         for s, e in blocks[worker::n_workers]:
             k = e - s
@@ -114,14 +87,14 @@ def fused(op: Op, kc: KernelContext) -> Kernel:
             o = out[s:e]
             _run(steps, lambda r: _value(r, values, o, block_temps, s, e), block_temps, o)
 
-    def fused_kernel(*vs):
+    def fused_kernel(out, *vs):
         if head is not None:
-            head(vs[0], vs[1])
+            head(out, vs[0], vs[1])
         values = vs[n_dot:]
         if n_workers == 1:
-            run_blocks(0, values)
+            run_blocks(0, out, values)
         else:
-            for f in [_executor().submit(run_blocks, w, values) for w in range(n_workers)]:
+            for f in [_executor().submit(run_blocks, w, out, values) for w in range(n_workers)]:
                 f.result()
         return out
 
@@ -143,15 +116,15 @@ def _value(ref: tuple, values: Sequence[Any], out_block: Any, temps: Sequence[An
 
 def unblocked(op: Op, kc: KernelContext) -> Kernel:
     """The program over whole arrays (for backends where blocking does not pay, like CuPy)."""
-    xp, program, out = kc.xp, op.arg, kc.out(op)
+    xp, program, dtype = kc.xp, op.arg, kc.dtype_of(op)
     steps = _compile(xp, program)
-    head = dot_into(xp, op.src[0], op.src[1], op.axes, out) if program.dot else None
+    head = dot_into(xp, op.src[0], op.src[1], op.axes, dtype) if program.dot else None
     n_dot = 2 if program.dot else 0
-    temps = [xp.empty(out.shape, dtype=out.dtype) for _ in steps]
+    temps = [xp.empty(op.axes.lengths, dtype=dtype) for _ in steps]
 
-    def unblocked_kernel(*vs):
+    def unblocked_kernel(out, *vs):
         if head is not None:
-            head(vs[0], vs[1])
+            head(out, vs[0], vs[1])
         values = vs[n_dot:]
         _run(steps, lambda r: _value(r, values, out, temps), temps, out)
         return out

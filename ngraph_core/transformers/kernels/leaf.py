@@ -16,11 +16,11 @@ def constant(op: Op, kc: KernelContext) -> Kernel:
 
 
 def uniform(op: Op, kc: KernelContext) -> Kernel:
-    xp, dtype, info, out = kc.xp, kc.dtype_of(op), op.arg, kc.out(op)
+    xp, dtype, info = kc.xp, kc.dtype_of(op), op.arg
     gen = xp.random.default_rng(kc.seed_for(op))
     scale = info.b - info.a
 
-    def uniform_kernel():
+    def uniform_kernel(out):
         gen.random(dtype=dtype, out=out)
         out *= scale
         out += info.a
@@ -30,10 +30,10 @@ def uniform(op: Op, kc: KernelContext) -> Kernel:
 
 
 def normal(op: Op, kc: KernelContext) -> Kernel:
-    xp, dtype, info, out = kc.xp, kc.dtype_of(op), op.arg, kc.out(op)
+    xp, dtype, info = kc.xp, kc.dtype_of(op), op.arg
     gen = xp.random.default_rng(kc.seed_for(op))
 
-    def normal_kernel():
+    def normal_kernel(out):
         gen.standard_normal(dtype=dtype, out=out)
         out *= info.b
         out += info.a

@@ -54,9 +54,9 @@ def pad(op: Op, kc: KernelContext) -> Kernel:
         else:
             start, step = p
             index.append(_python_slice(start, start + step * next(lengths), step))
-    index_t, out = tuple(index), kc.out(op)
+    index_t = tuple(index)
 
-    def pad_kernel(v):
+    def pad_kernel(out, v):
         # zero every call: the buffer may be shared with other ops between calls
         xp.copyto(out, 0)
         out[index_t] = v
@@ -66,8 +66,8 @@ def pad(op: Op, kc: KernelContext) -> Kernel:
 
 
 def concat(op: Op, kc: KernelContext) -> Kernel:
-    xp, axis, dtype, out = kc.xp, op.axes.index(op.arg), kc.dtype_of(op), kc.out(op)
-    return lambda *vs: xp.concatenate([v.astype(dtype, copy=False) for v in vs], axis=axis, out=out)
+    xp, axis, dtype = kc.xp, op.axes.index(op.arg), kc.dtype_of(op)
+    return lambda out, *vs: xp.concatenate([v.astype(dtype, copy=False) for v in vs], axis=axis, out=out)
 
 
 KERNELS = {

@@ -15,24 +15,29 @@ def reduce(op: Op, kc: KernelContext) -> Kernel:
     reduced = tuple(i for i, a in enumerate(x.axes) if a not in op.axes)
     kept_in_input_order = [a for a in x.axes if a in op.axes]
     perm = tuple(kept_in_input_order.index(a) for a in op.axes)
-    out = kc.out(op)
+    in_order = perm == tuple(range(len(perm)))
     if op.op in (OpType.ARGMAX, OpType.ARGMIN):
         (axis,) = reduced
-        if perm == tuple(range(len(perm))):
-            return lambda v: fn(v, axis=axis, out=out)
+        if in_order:
+            return lambda o, v: fn(v, axis=axis, out=o)
+        reduced_arg = axis
+    else:
+        if not reduced:
+            # a reduction over nothing is a reordering
+            def reorder(o, v):
+                xp.copyto(o, v.transpose(perm))
+                return o
 
-        def arg_reduce(v):
-            xp.copyto(out, fn(v, axis=axis).transpose(perm), casting="unsafe")
-            return out
+            return reorder
+        if in_order:
+            return lambda o, v: fn(v, axis=reduced, out=o)
+        reduced_arg = reduced
 
-        return arg_reduce
-    if not reduced:
-        # a reduction over nothing is a reordering
-        return lambda v: xp.copyto(out, v.transpose(perm)) or out
-    if perm == tuple(range(len(perm))):
-        return lambda v: fn(v, axis=reduced, out=out)
-    # reduce into the input's order, then reorder into the buffer
-    return lambda v: xp.copyto(out, fn(v, axis=reduced).transpose(perm)) or out
+    def reduce_then_reorder(o, v):
+        xp.copyto(o, fn(v, axis=reduced_arg).transpose(perm), casting="unsafe")
+        return o
+
+    return reduce_then_reorder
 
 
 KERNELS = {t: reduce for t in _NAMES}
