@@ -1,0 +1,82 @@
+"""Compiler figures with no reference side: dispatch overhead and compile time.
+
+* dispatch: a chain of 1,000 tiny element-wise ops (4 floats each) compiled with
+  ``optimize=False`` (fusion would collapse the chain into one kernel, hiding the cost
+  being measured); microseconds per executed step = call time / ops in the plan.
+* compile: time to compile a 1,000-op graph with every pass on (passes, linearize,
+  memory plan, code generation), and with ``optimize=False``.
+
+Usage: ``python benchmarks/compiler.py [--threads 1]`` prints one JSON line per figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+
+from harness import pin_threads
+
+
+def chain(n_ops: int):
+    import ngraph_core as ng
+
+    C = ng.make_axis(4, name="C")
+    x = ng.placeholder([C], name="x")
+    y = x
+    kinds = [lambda v: v * 1.0001, lambda v: v + 0.5, ng.tanh, lambda v: v - 0.25]
+    for i in range(n_ops):
+        y = kinds[i % len(kinds)](y)
+    return y, x
+
+
+def dispatch(n_ops: int, calls: int) -> dict:
+    import numpy as np
+
+    import ngraph_core as ng
+
+    y, x = chain(n_ops)
+    with ng.transformers.make_transformer(optimize=False) as t:
+        f = t.computation(y, x)
+        steps = len(f.graph.order)
+        xv = np.ones(4, np.float32)
+        for _ in range(20):
+            f(xv)
+        times = []
+        for _ in range(calls):
+            start = time.perf_counter()
+            f(xv)
+            times.append(time.perf_counter() - start)
+    per_call = statistics.median(times)
+    return {"figure": "dispatch", "ops": n_ops, "steps": steps, "us_per_step": 1e6 * per_call / steps,
+            "target_us_per_step": 2.0}
+
+
+def compile_time(n_ops: int, optimize: bool, repeats: int) -> dict:
+    import ngraph_core as ng
+
+    times = []
+    for _ in range(repeats):
+        y, x = chain(n_ops)  # a fresh graph each time: nothing cached from the last compile
+        start = time.perf_counter()
+        with ng.transformers.make_transformer(optimize=optimize) as t:
+            t.computation(y, x)
+        times.append(time.perf_counter() - start)
+    return {"figure": "compile", "ops": n_ops, "optimize": optimize, "median_s": statistics.median(times),
+            "target_s": 0.5}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--ops", type=int, default=1000)
+    args = parser.parse_args()
+    pin_threads(args.threads)
+    print(json.dumps(dispatch(args.ops, calls=200)))
+    for optimize in (True, False):
+        print(json.dumps(compile_time(args.ops, optimize, repeats=5)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,70 @@
+"""What every benchmark child process shares: thread pinning, the timing loop, and its JSON report.
+
+A benchmark file defines one ``build_<side>(threads) -> (step, backend)`` function per side
+(``backend`` says what runs the math, e.g. numpy's BLAS kernel) and calls ``child_main``.
+``run.py`` starts one short-lived process per measurement: two thread pools in one process,
+or two processes at once, steal each other's cores (shared/PERFORMANCE.md), so nothing
+here ever times two sides in one process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import time
+from collections.abc import Callable
+
+THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+Step = Callable[[], object]
+
+
+def pin_threads(threads: int) -> None:
+    """Limit BLAS/OpenMP pools to ``threads``; must run before numpy or torch is imported."""
+    for var in THREAD_VARS:
+        os.environ[var] = str(threads)
+
+
+def blas_info() -> str:
+    """Which BLAS numpy runs, e.g. ``openblas 0.3.31 SkylakeX, 2 threads`` (threadpoolctl)."""
+    import numpy  # noqa: F401 - loads the BLAS threadpoolctl inspects
+    from threadpoolctl import threadpool_info
+
+    for pool in threadpool_info():
+        if pool.get("user_api") == "blas" and "numpy" in pool.get("filepath", ""):
+            return f"{pool['internal_api']} {pool['version']} {pool.get('architecture')}, {pool['num_threads']} threads"
+    return "unknown"
+
+
+def time_steps(step: Step, warmup: int, steps: int) -> list[float]:
+    """Seconds per call of ``step``, one figure per call after ``warmup`` untimed calls."""
+    for _ in range(warmup):
+        step()
+    times = []
+    for _ in range(steps):
+        start = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def child_main(builders: dict[str, Callable[[int], tuple[Step, str]]], description: str) -> None:
+    """Parse ``--side/--threads``, pin threads, build and time that side, print one JSON line."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--side", choices=sorted(builders), required=True)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--warmup", type=int, default=20)
+    parser.add_argument("--steps", type=int, default=100)
+    args = parser.parse_args()
+    pin_threads(args.threads)
+    start = time.perf_counter()
+    step, backend = builders[args.side](args.threads)
+    build_s = time.perf_counter() - start
+    times = time_steps(step, args.warmup, args.steps)
+    print(json.dumps({
+        "side": args.side, "threads": args.threads, "steps": args.steps,
+        "median_ms": 1e3 * statistics.median(times), "min_ms": 1e3 * min(times),
+        "build_s": build_s, "backend": backend,
+    }))
