@@ -4,7 +4,7 @@ The fusion pass turns a chain of element-wise ops into one ``fused`` op whose
 sources are the chain's external inputs. Each step applies one element-wise
 ``OpType`` to references:
 
-* ``("in", i)``: the fused op's i-th source (after the two ``dot`` operands, if any);
+* ``("in", i)``: the fused op's i-th source (sources 0 and 1 are the ``dot`` operands, if any);
 * ``("t", j)``: the value of step j;
 * ``("c", value)``: a scalar constant;
 * ``("d",)``: the product of the optional ``dot`` head (sources 0 and 1).
@@ -34,7 +34,7 @@ class FusedProgram:
     dot: bool = False
 
     def expression(self) -> str:
-        """The program as one readable expression, e.g. ``relu(add(d, in0))``."""
+        """The program as one readable expression, e.g. ``relu(add(dot(x0, x1), x2))`` (xi: source i)."""
         texts: list[str] = []
         for kind, refs in self.steps:
             args = ", ".join(_ref_text(r, texts) for r in refs)
@@ -48,9 +48,9 @@ class FusedProgram:
 def _ref_text(ref: Ref, texts: list[str]) -> str:
     tag = ref[0]
     if tag == "in":
-        return f"in{ref[1]}"
+        return f"x{ref[1]}"
     if tag == "t":
         return texts[ref[1]]
     if tag == "c":
         return f"{ref[1]:g}"
-    return "dot(a, b)"
+    return "dot(x0, x1)"

@@ -63,6 +63,7 @@ def _dot_head(members: list[Op], users: dict[Op, list[Op]], results: set[Op]) ->
 
 def _program(root: Op, members: list[Op], head: Op | None) -> tuple[FusedProgram, list[Op]]:
     index = {op: j for j, op in enumerate(members)}
+    first = 2 if head is not None else 0  # input refs count the dot operands too
     inputs: list[Op] = []
     steps = []
     for op in members:
@@ -78,7 +79,7 @@ def _program(root: Op, members: list[Op], head: Op | None) -> tuple[FusedProgram
             else:
                 if s not in inputs:
                     inputs.append(s)
-                refs.append(("in", inputs.index(s)))
+                refs.append(("in", first + inputs.index(s)))
         steps.append((op.op, tuple(refs)))
     src = list(head.src) + inputs if head is not None else inputs
     return FusedProgram(tuple(steps), dot=head is not None), src

@@ -58,14 +58,13 @@ def fused(op: Op, kc: KernelContext) -> Kernel:
     steps = _compile(xp, program)
     shape = op.axes.lengths
     head = dot_into(xp, op.src[0], op.src[1], op.axes, dtype) if program.dot else None
-    n_dot = 2 if program.dot else 0
     if not shape:
         temps0 = [xp.empty((), dtype=dtype) for _ in steps]
 
         def scalar_kernel(out, *vs):
             if head is not None:
                 head(out, vs[0], vs[1])
-            values = vs[n_dot:]
+            values = vs
             _run(steps, lambda r: _value(r, values, out, temps0), temps0, out)
             return out
 
@@ -90,7 +89,7 @@ def fused(op: Op, kc: KernelContext) -> Kernel:
     def fused_kernel(out, *vs):
         if head is not None:
             head(out, vs[0], vs[1])
-        values = vs[n_dot:]
+        values = vs
         if n_workers == 1:
             run_blocks(0, out, values)
         else:
@@ -119,13 +118,12 @@ def unblocked(op: Op, kc: KernelContext) -> Kernel:
     xp, program, dtype = kc.xp, op.arg, kc.dtype_of(op)
     steps = _compile(xp, program)
     head = dot_into(xp, op.src[0], op.src[1], op.axes, dtype) if program.dot else None
-    n_dot = 2 if program.dot else 0
     temps = [xp.empty(op.axes.lengths, dtype=dtype) for _ in steps]
 
     def unblocked_kernel(out, *vs):
         if head is not None:
             head(out, vs[0], vs[1])
-        values = vs[n_dot:]
+        values = vs
         _run(steps, lambda r: _value(r, values, out, temps), temps, out)
         return out
 
