@@ -1,0 +1,150 @@
+"""``Layer``: the base every neon layer, container and cost builds on.
+
+A layer is a callable that *builds ngraph ops* (it never computes anything itself):
+
+* ``__init__`` validates and stores the configuration (plain data, see ``get_config``);
+* the first call runs ``build(x)``, which creates the layer's variables from the input's
+  axes — so calling a layer twice shares its weights;
+* every call runs ``call(x)``, which returns the output op.
+
+Both run inside ``ng.name_scope(self.name, kind=<class name>)``, so every op records the
+layer that made it (selectors, saving and optimizer groups read ``meta.scope``).
+
+Train vs inference behaviour (Dropout, BatchNorm) is a mode flag read while building:
+``Model`` builds its training graph inside ``training_mode(True)`` and its inference
+graph inside ``training_mode(False)`` from the same layer objects, so both graphs share
+one set of variables — never two models.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import itertools
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+
+import ngraph_core as ng
+
+_training: contextvars.ContextVar[bool] = contextvars.ContextVar("neon_training", default=False)
+_counters: defaultdict[str, itertools.count] = defaultdict(itertools.count)
+
+
+class LayerError(ng.NgraphError, ValueError):
+    """A layer was given a configuration or an input it cannot handle."""
+
+
+@contextmanager
+def training_mode(on: bool = True) -> Iterator[None]:
+    """Build ops in training mode (Dropout drops, BatchNorm uses batch statistics) or not."""
+    token = _training.set(on)
+    try:
+        yield
+    finally:
+        _training.reset(token)
+
+
+def is_training() -> bool:
+    """True while building the training graph (see ``training_mode``)."""
+    return _training.get()
+
+
+def auto_name(kind: str) -> str:
+    """``Affine_0``, ``Affine_1``...: a process-unique default layer name."""
+    return f"{kind}_{next(_counters[kind])}"
+
+
+class Layer:
+    """Base class of neon layers.
+
+    Args:
+        name: the layer's name (its scope); default ``<Class>_<k>``.
+
+    Example:
+        >>> class Scale(Layer):
+        ...     def build(self, x):
+        ...         self.s = self.add_variable("s", [], 1.0)
+        ...     def call(self, x):
+        ...         return x * self.s
+    """
+
+    def __init__(self, name: str | None = None) -> None:
+        if name is not None and (not isinstance(name, str) or not name or "/" in name):
+            raise LayerError(f"{type(self).__name__}: name must be a non-empty str without '/', received {name!r}")
+        self.name = name or auto_name(type(self).__name__)
+        self.built = False
+        self._variables: dict[str, ng.Op] = {}
+        self._updates: list[ng.Op] = []
+
+    # -- the protocol subclasses implement -------------------------------------------------------
+    def build(self, x: ng.Op) -> None:
+        """Create the layer's variables from the first input (default: none)."""
+
+    def call(self, x: ng.Op) -> ng.Op:
+        """The ops computing the layer's output from ``x``."""
+        raise NotImplementedError(f"{type(self).__name__} must implement call(x)")
+
+    def get_config(self) -> dict[str, Any]:
+        """The constructor arguments as plain data; ``type(layer).from_config(cfg)`` rebuilds it."""
+        return {"name": self.name}
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> Layer:
+        """A new, unbuilt layer from ``get_config()``'s output."""
+        return cls(**config)
+
+    # -- what the base provides ------------------------------------------------------------------
+    def __call__(self, x: ng.Op) -> ng.Op:
+        if not isinstance(x, ng.Op):
+            raise LayerError(
+                f"{self.name}: expected an ngraph op as input, received {type(x).__name__}; "
+                "hint: feed data through ng.placeholder (Model does this for you)"
+            )
+        with ng.name_scope(self.name, kind=type(self).__name__):
+            if not self.built:
+                self.build(x)
+                self.built = True
+            return self.call(x)
+
+    def add_variable(self, name: str, axes: Any, init: Any, trainable: bool = True,
+                     labels: tuple[str, ...] = ()) -> ng.Op:
+        """Create a variable of this layer (``init``: an initializer, a number or an array)."""
+        axes = ng.make_axes(axes)
+        initial_value: Any = init
+        if hasattr(init, "fill"):
+            initial_value = _initializer_value(init)
+        var = ng.variable(axes, initial_value=initial_value, name=name, trainable=trainable,
+                          labels=(name, *labels))
+        self._variables[name] = var
+        return var
+
+    def add_update(self, op: ng.Op) -> None:
+        """Register a side effect the training step must run (e.g. BatchNorm's running averages)."""
+        if op not in self._updates:
+            self._updates.append(op)
+
+    @property
+    def updates(self) -> list[ng.Op]:
+        """Side effects registered while building in training mode (containers add their children's)."""
+        return list(self._updates)
+
+    @property
+    def variables(self) -> list[ng.Op]:
+        """The layer's own variables (containers add their children's)."""
+        return list(self._variables.values())
+
+    @property
+    def trainable_variables(self) -> list[ng.Op]:
+        return [v for v in self.variables if "trainable" in v.meta.labels]
+
+    def __repr__(self) -> str:
+        config = ", ".join(f"{k}={v!r}" for k, v in self.get_config().items() if k != "name")
+        return f"{type(self).__name__}({config})"
+
+
+def _initializer_value(init: Any) -> Callable[[ng.Axes], np.ndarray]:
+    """Adapt an initializer (``init.fill(shape) -> array``) to ``ng.variable``'s callable form."""
+    return lambda axes: init.fill(axes.lengths)
