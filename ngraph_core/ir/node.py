@@ -13,9 +13,9 @@ are the union).
 from __future__ import annotations
 
 import contextvars
-import math
 import hashlib
 import itertools
+import math
 import threading
 import weakref
 from collections.abc import Callable, Iterable, Iterator

@@ -74,6 +74,8 @@ class Transformer:
 
     name = "base"
     xp: Any = None
+    # kernels this backend replaces (a backend overrides only what differs from kernels.KERNELS)
+    kernel_overrides: dict[OpType, Any] = {}
 
     def __init__(self, float_dtype: str = "float32", seed: int | None = 0, optimize: bool = True,
                  extra_rules: Any = None, **options: Any) -> None:
@@ -256,7 +258,7 @@ class Transformer:
                 env[f"var{i}"] = self._variable(op)
                 lines.append(f"{name} = var{i}  # {comment}")
             else:
-                factory = KERNELS.get(op.op)
+                factory = self.kernel_overrides.get(op.op) or KERNELS.get(op.op)
                 if factory is None:
                     raise UnsupportedOpError(
                         f"{self.name} transformer: no kernel for {op.op.value}; "

@@ -11,7 +11,9 @@ from typing import Any
 import numpy as np
 
 from ..errors import BackendUnavailableError
+from ..ir import OpType
 from .base import Transformer, register_transformer
+from .kernels.fused import unblocked
 
 
 def load_cupy() -> Any:
@@ -38,6 +40,8 @@ class CupyTransformer(Transformer):
     """Runs compiled plans with CuPy on the current GPU; results come back as NumPy arrays."""
 
     name = "cupy"
+    # a GPU has no cache hierarchy worth blocking for: evaluate fused programs on whole arrays
+    kernel_overrides = {OpType.FUSED: unblocked}
 
     def __init__(self, **options: Any) -> None:
         self.xp = load_cupy()
