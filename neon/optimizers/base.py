@@ -1,0 +1,295 @@
+"""``Optimizer``: the base every update rule builds on, and the checks on hyper-parameters.
+
+An optimizer *builds ops*: ``optimizer(cost, variables)`` returns ONE op (an
+``ng.doall`` of assignments) that performs one training step on ``variables``.
+Compile it with the cost (``t.computation([cost, update], X, Y)``) and every call
+of the computation takes one step.
+
+* Gradients come from ``ng.gradients(cost, variables)`` (one backward graph).
+* Only variables labelled ``trainable`` and not ``frozen`` are updated.
+* Gradients are clipped element-wise (``gradient_clip_value``), then by their global
+  norm over all the optimizer's variables (``gradient_clip_norm``), then weight decay
+  adds ``wdecay * W`` (L2 regularisation, as neon and PyTorch's ``weight_decay``).
+* State (velocities, moments, the step count ``t``) lives in variables created by the
+  call, labelled ``optimizer_state`` and named ``<variable path>/<slot>``; they are listed
+  by ``optimizer.state_variables`` so checkpoints can save and restore them.
+* The learning rate lives in a scalar variable (``optimizer.lr_variable``, label
+  ``learning_rate``) that ``Model`` writes before each epoch with
+  ``learning_rate_at(epoch)`` — changing the rate never recompiles the graph.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import ngraph_core as ng
+
+OPTIMIZERS: dict[str, type[Optimizer]] = {}
+
+
+class OptimizerError(ng.NgraphError, ValueError):
+    """An optimizer or a schedule was given a hyper-parameter or an input it cannot use."""
+
+
+def check_number(who: str, what: str, value: Any, low: float | None = None, high: float | None = None,
+                 low_open: bool = False, high_open: bool = False, optional: bool = False) -> float | None:
+    """``value`` as a float within bounds, or raise ``OptimizerError`` saying expected vs received.
+
+    Args:
+        who: the optimizer or schedule named in the error.
+        what: the argument's name.
+        low, high: bounds (None: unbounded); ``low_open``/``high_open`` exclude them.
+        optional: None passes through.
+
+    Example:
+        >>> check_number("Adam", "beta_1", 0.9, 0.0, 1.0, high_open=True)
+        0.9
+    """
+    if value is None and optional:
+        return None
+    ok = not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
+    if ok and low is not None:
+        ok = value > low if low_open else value >= low
+    if ok and high is not None:
+        ok = value < high if high_open else value <= high
+    if not ok:
+        lo = "-inf" if low is None else f"{low:g}"
+        hi = "inf" if high is None else f"{high:g}"
+        interval = f"{'(' if low_open or low is None else '['}{lo}, {hi}{')' if high_open or high is None else ']'}"
+        none = " or None" if optional else ""
+        raise OptimizerError(f"{who}: expected {what} to be a finite number in {interval}{none}, received {value!r}")
+    return float(value)
+
+
+def variable_path(var: ng.Op) -> str:
+    """``Affine_0/W``: the variable's scope path and name, the stem of its state's names."""
+    return "/".join([*(entry.name for entry in var.meta.scope), var.name])
+
+
+def select_trainable(variables: Iterable[ng.Op], who: str = "optimizer") -> list[ng.Op]:
+    """The variables labelled ``trainable`` and not ``frozen``, once each, in order.
+
+    Raises:
+        OptimizerError: an item that is not a variable op.
+    """
+    chosen: list[ng.Op] = []
+    for v in variables:
+        if not isinstance(v, ng.Op) or v.op is not ng.OpType.VARIABLE:
+            got = v.op.value if isinstance(v, ng.Op) else type(v).__name__
+            raise OptimizerError(f"{who}: expected a list of variables, received {got}; "
+                                 "hint: pass model or layer .variables")
+        if "trainable" in v.meta.labels and "frozen" not in v.meta.labels and v not in chosen:
+            chosen.append(v)
+    return chosen
+
+
+class Optimizer:
+    """Base class of the update rules.
+
+    Args:
+        learning_rate: the base rate (finite, >= 0).
+        wdecay: L2 weight decay; ``wdecay * W`` is added to each gradient.
+        gradient_clip_norm: clip the gradients by their global norm (PyTorch's
+            ``clip_grad_norm_``): ``g *= min(1, c / (||g|| + 1e-6))``, with ``||g||`` over all
+            the variables this optimizer updates.
+        gradient_clip_value: clip each gradient element to ``[-c, c]``.
+        schedule: a ``Schedule`` (``get_learning_rate(base_lr, epoch)``); default constant.
+        name: names the optimizer's scope, its learning-rate variable and step count.
+
+    Subclasses implement ``build_updates(grads_and_vars, lr) -> list[Op]``.
+
+    Raises:
+        OptimizerError: a negative or non-finite learning rate, decay or clip, or a schedule
+            that is not a schedule.
+
+    Example:
+        >>> opt = GradientDescentMomentum(0.1, momentum_coef=0.9)
+        >>> update = opt(cost, model.variables)
+        >>> step = t.computation([cost, update], X, Y)
+    """
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        OPTIMIZERS[cls.__name__] = cls
+
+    def __init__(self, learning_rate: float, wdecay: float = 0.0, gradient_clip_norm: float | None = None,
+                 gradient_clip_value: float | None = None, schedule: Any = None, name: str | None = None) -> None:
+        who = type(self).__name__
+        self.learning_rate = check_number(who, "learning_rate", learning_rate, 0.0)
+        self.wdecay = check_number(who, "wdecay", wdecay, 0.0)
+        self.gradient_clip_norm = check_number(who, "gradient_clip_norm", gradient_clip_norm, 0.0, low_open=True,
+                                               optional=True)
+        self.gradient_clip_value = check_number(who, "gradient_clip_value", gradient_clip_value, 0.0,
+                                                low_open=True, optional=True)
+        if schedule is not None and not callable(getattr(schedule, "get_learning_rate", None)):
+            raise OptimizerError(f"{who}: expected schedule to be a Schedule (with get_learning_rate) or None, "
+                                 f"received {type(schedule).__name__}")
+        if name is not None and (not isinstance(name, str) or not name):
+            raise OptimizerError(f"{who}: expected name to be a non-empty str, received {name!r}")
+        self.schedule = schedule
+        self.name = name or who
+        self.explicit_name = name is not None
+        self._state: dict[tuple[ng.Op, str], ng.Op] = {}
+        self._step: ng.Op | None = None
+        initial = self.learning_rate_at(0)
+        self._lr_variable = ng.variable([], initial_value=initial, name=f"{self.name}/learning_rate",
+                                        trainable=False, labels=("learning_rate",))
+
+    # -- learning rate ---------------------------------------------------------------------------
+    @property
+    def lr_variable(self) -> ng.Op:
+        """The scalar variable holding the current learning rate (label ``learning_rate``)."""
+        return self._lr_variable
+
+    def learning_rate_at(self, epoch: int) -> float:
+        """The learning rate for ``epoch`` (0-based) from ``schedule``.
+
+        Raises:
+            OptimizerError: the schedule gives a negative or non-finite rate.
+
+        Example:
+            >>> t.write_variable(opt.lr_variable, opt.learning_rate_at(epoch))
+        """
+        if self.schedule is None:
+            return self.learning_rate
+        rate = self.schedule.get_learning_rate(self.learning_rate, epoch)
+        return check_number(f"{type(self).__name__} schedule {type(self.schedule).__name__}",
+                            f"the learning rate at epoch {epoch}", rate, 0.0)
+
+    def learning_rates_at(self, epoch: int) -> dict[ng.Op, float]:
+        """Every learning-rate variable this optimizer reads, with its value for ``epoch``.
+
+        One entry here; ``MultiOptimizer`` has one per sub-optimizer. Writing all of them
+        (``for var, lr in opt.learning_rates_at(epoch).items(): t.write_variable(var, lr)``)
+        updates every group.
+        """
+        return {self.lr_variable: self.learning_rate_at(epoch)}
+
+    # -- state -------------------------------------------------------------------------------------
+    @property
+    def state_variables(self) -> list[ng.Op]:
+        """The optimizer's state variables (velocities, moments, step count), in creation order."""
+        state = list(self._state.values())
+        return state + ([self._step.src[0]] if self._step is not None else [])
+
+    def slot(self, var: ng.Op, slot: str, initial_value: float = 0.0) -> ng.Op:
+        """The state variable ``slot`` of ``var`` (created on first use, shaped like ``var``)."""
+        key = (var, slot)
+        if key not in self._state:
+            self._state[key] = ng.variable(var.axes, initial_value=initial_value, dtype=var.dtype,
+                                           name=f"{variable_path(var)}/{slot}", trainable=False,
+                                           labels=("optimizer_state", slot))
+        return self._state[key]
+
+    def step_count(self) -> ng.Op:
+        """``assign(t, t + 1)``: the 1-based number of the step being taken (shared by all variables)."""
+        if self._step is None:
+            t = ng.variable([], initial_value=0.0, name=f"{self.name}/t", trainable=False,
+                            labels=("optimizer_state", "step"))
+            self._step = ng.assign(t, t + 1.0)
+        return self._step
+
+    # -- building the update -----------------------------------------------------------------------
+    def __call__(self, cost: ng.Op, variables: Sequence[ng.Op]) -> ng.Op:
+        """One op performing one step of this rule on ``variables`` to decrease ``cost``.
+
+        Args:
+            cost: a scalar op.
+            variables: candidate variables; only ``trainable``, non-``frozen`` ones are updated.
+
+        Returns:
+            an ``ng.doall`` of the assignments (just evaluating ``cost`` when there is
+            nothing to update).
+
+        Raises:
+            OptimizerError: a cost that is not a scalar op, or items that are not variables.
+        """
+        who = type(self).__name__
+        if not isinstance(cost, ng.Op) or len(cost.axes) != 0:
+            got = f"axes {cost.axes}" if isinstance(cost, ng.Op) else type(cost).__name__
+            raise OptimizerError(f"{who}: expected a scalar cost op, received {got}; "
+                                 "hint: costs return the batch mean; reduce with ng.mean")
+        chosen = select_trainable(variables, who)
+        if not chosen:
+            return ng.doall([cost])
+        grads = ng.gradients(cost, chosen)
+        return self.apply_gradients(list(zip(grads, chosen)))
+
+    def apply_gradients(self, grads_and_vars: Sequence[tuple[ng.Op, ng.Op]]) -> ng.Op:
+        """One op applying this rule to given ``(gradient, variable)`` pairs (clipping and decay included)."""
+        if not grads_and_vars:
+            raise OptimizerError(f"{type(self).__name__}: expected at least one (gradient, variable) pair")
+        grads = [g for g, _ in grads_and_vars]
+        variables = [v for _, v in grads_and_vars]
+        with ng.name_scope(self.name, kind=type(self).__name__):
+            grads = self.clip_gradients(grads)
+            if self.wdecay:
+                grads = [g + self.wdecay * v for g, v in zip(grads, variables)]
+            updates = self.build_updates(list(zip(grads, variables)), self.lr_variable)
+        return ng.doall(updates)
+
+    def clip_gradients(self, grads: list[ng.Op]) -> list[ng.Op]:
+        """Clip element-wise to ``gradient_clip_value``, then by global norm to ``gradient_clip_norm``."""
+        if self.gradient_clip_value is not None:
+            c = self.gradient_clip_value
+            grads = [ng.minimum(ng.maximum(g, -c), c) for g in grads]
+        if self.gradient_clip_norm is not None:
+            total = ng.sum(ng.square(grads[0]))
+            for g in grads[1:]:
+                total = total + ng.sum(ng.square(g))
+            scale = ng.minimum(self.gradient_clip_norm / (ng.sqrt(total) + 1e-6), 1.0)
+            grads = [g * scale for g in grads]
+        return grads
+
+    def build_updates(self, grads_and_vars: list[tuple[ng.Op, ng.Op]], lr: ng.Op) -> list[ng.Op]:
+        """The assignments of one step, given the final gradients and the learning-rate op."""
+        raise NotImplementedError(f"{type(self).__name__} must implement build_updates")
+
+    # -- configuration -----------------------------------------------------------------------------
+    def rename(self, name: str) -> None:
+        """Rename the optimizer (and its learning-rate variable) before it builds any update."""
+        self.name = name
+        self._lr_variable.named(f"{name}/learning_rate")
+
+    def get_config(self) -> dict[str, Any]:
+        """The constructor arguments as plain data (a schedule as ``{"type", "config"}``)."""
+        from .schedules import schedule_to_config
+
+        return {
+            "learning_rate": self.learning_rate, "wdecay": self.wdecay,
+            "gradient_clip_norm": self.gradient_clip_norm, "gradient_clip_value": self.gradient_clip_value,
+            "schedule": schedule_to_config(self.schedule), "name": self.name,
+        }
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> Optimizer:
+        """A new optimizer from ``get_config()``'s output (on the concrete class)."""
+        from .schedules import schedule_from_config
+
+        config = dict(config)
+        if config.get("schedule") is not None:
+            config["schedule"] = schedule_from_config(config["schedule"])
+        return cls(**config)
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.get_config().items() if v is not None and k != "name")
+        return f"{type(self).__name__}({args})"
+
+
+def optimizer_to_config(optimizer: Optimizer) -> dict[str, Any]:
+    """``{"type": class name, "config": get_config()}``."""
+    return {"type": type(optimizer).__name__, "config": optimizer.get_config()}
+
+
+def optimizer_from_config(config: dict[str, Any]) -> Optimizer:
+    """The optimizer ``optimizer_to_config`` described.
+
+    Raises:
+        OptimizerError: an unknown type.
+    """
+    kind = config.get("type") if isinstance(config, dict) else None
+    if kind not in OPTIMIZERS:
+        raise OptimizerError(f"optimizer_from_config: expected a type among {sorted(OPTIMIZERS)}, received {kind!r}")
+    return OPTIMIZERS[kind].from_config(config.get("config", {}))
