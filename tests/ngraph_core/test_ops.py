@@ -1,0 +1,596 @@
+"""One test per ``OpType``: forward vs NumPy, dtype, gradient vs finite differences (float64) and vs PyTorch.
+
+``CASES`` is the table; each case names the ``OpType``s its graph must contain, and
+``COVERAGE`` (read by ``test_tables.py``) maps every ``OpType`` to the cases and
+dedicated tests (random, leaves, side effects) that exercise it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pytest
+from op_helper import Arg, arg, check_fused, check_op, check_op_torch
+
+import ngraph_core as ng
+from ngraph_core import OpGroup
+from ngraph_core import OpType as T
+
+try:
+    import torch
+except ImportError:  # the torch tests skip (importorskip); the NumPy/FD tests still run
+    torch = None
+
+C, N, H, K, Y, W = (ng.make_axis(n, name) for n, name in ((3, "C"), (4, "N"), (5, "H"), (2, "K"), (5, "Y"), (6, "W")))
+C2, N2 = ng.make_axis(3, "C2"), ng.make_axis(4, "N2")
+C5, N_2, F = ng.make_axis(5, "C"), ng.make_axis(2, "N"), ng.make_axis(15, "F")
+
+_fixed = np.random.default_rng(7)
+TIES_CN = _fixed.integers(0, 3, (3, 4)).astype(np.float64)  # small integers: comparisons see equal values
+TIES_N = _fixed.integers(0, 3, (4,)).astype(np.float64)
+MASK_CN = _fixed.integers(0, 2, (3, 4)).astype(np.float64)
+LABELS = np.array([0, 3, 4, 1])
+ONE_HOT_YN = np.eye(5)[LABELS].T.copy()
+MAX_TIES = np.array([[1.0, 2.0, 0.5, -1.0], [1.0, 0.0, 0.5, 3.0], [0.0, 2.0, 0.5, 3.0]])
+BIG = np.array([[100.0, -100.0, 30.0, -0.5], [-100.0, 100.0, 0.7, 99.0], [50.0, -60.0, -1.3, 100.0],
+                [0.2, 1.5, -100.0, -99.0], [-3.0, 80.0, 2.5, 0.1]])
+
+
+# a case's xfail reason ("BUG: ...") -> the exception the bug raises; none is open now
+BUG_RAISES: dict[str, type[BaseException]] = {}
+
+
+def np_softmax(z: np.ndarray, axis: int = 0) -> np.ndarray:
+    e = np.exp(z - z.max(axis, keepdims=True))
+    return e / e.sum(axis, keepdims=True)
+
+
+def np_logsumexp(z: np.ndarray, axis: int = 0) -> np.ndarray:
+    m = z.max(axis, keepdims=True)
+    return (m + np.log(np.exp(z - m).sum(axis, keepdims=True))).squeeze(axis)
+
+
+def np_softplus(z: np.ndarray) -> np.ndarray:
+    return np.maximum(z, 0) + np.log1p(np.exp(-np.abs(z)))
+
+
+def max_tie_grads(arrays: list[np.ndarray], r: np.ndarray) -> list[np.ndarray]:
+    """Gradient of sum(max over C of x * R): R split equally among the tied maxima."""
+    x = arrays[0]
+    mask = (x == x.max(0, keepdims=True)).astype(float)
+    return [mask / mask.sum(0, keepdims=True) * r[None, :]]
+
+
+@ng.custom_gradient
+def triple_grad(x: ng.Op) -> tuple[ng.Op, Callable]:
+    return x * 1.0, lambda ctx: [ctx * 3.0]
+
+
+@ng.custom_gradient
+def two_input_grad(a: ng.Op, b: ng.Op) -> tuple[ng.Op, Callable]:
+    return a * b, lambda ctx: [ctx * 2.0, ng.sum(ctx * 5.0, out_axes=b.axes)]
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    covers: tuple[T, ...]
+    build: Callable[..., ng.Op]
+    ref: Callable[..., Any] | None
+    inputs: tuple[Arg, ...]
+    torch_fn: Callable[..., Any] | None = None
+    kw: dict = field(default_factory=dict)
+    xfail: str | None = None
+    xfail_torch: str | None = None
+
+
+def case(id: str, covers: T | tuple[T, ...], build: Callable, ref: Callable | None, inputs: list[Arg],
+         torch: Callable | None = None, xfail: str | None = None, xfail_torch: str | None = None, **kw: Any) -> Case:
+    covers = covers if isinstance(covers, tuple) else (covers,)
+    return Case(id, covers, build, ref, tuple(inputs), torch, kw, xfail, xfail_torch)
+
+
+def F_():  # torch.nn.functional, looked up only when a torch test runs
+    return torch.nn.functional
+
+
+CN, POS = arg(C, N), arg(C, N, positive=True)
+
+CASES: list[Case] = [
+    # -- leaves ------------------------------------------------------------------------------
+    case("constant", T.CONSTANT, lambda: ng.constant(TIES_CN, [C, N]), lambda: TIES_CN, []),
+    case("constant_times_input", T.CONSTANT, lambda x: x * ng.constant(MAX_TIES, [C, N]),
+         lambda x: x * MAX_TIES, [CN], torch=lambda x: x * torch.tensor(MAX_TIES)),  # exact in float32
+    case("placeholder_identity", T.PLACEHOLDER, lambda x: x, lambda x: x, [CN], torch=lambda x: x * 1),
+    # -- element-wise unary -------------------------------------------------------------------
+    case("neg", T.NEG, lambda x: -x, np.negative, [CN], torch=lambda x: -x),
+    case("abs", T.ABS, lambda x: ng.abs(x), np.abs, [arg(C, N, avoid=0.05)], torch=lambda x: x.abs()),
+    case("exp", T.EXP, ng.exp, np.exp, [CN], torch=lambda x: x.exp()),
+    case("log", T.LOG, ng.log, np.log, [POS], torch=lambda x: x.log()),
+    case("log1p", T.LOG1P, ng.log1p, np.log1p, [arg(C, N, low=-0.5, high=2.0)], torch=lambda x: x.log1p()),
+    case("sqrt", T.SQRT, ng.sqrt, np.sqrt, [POS], torch=lambda x: x.sqrt()),
+    case("rsqrt", T.RSQRT, ng.rsqrt, lambda x: 1 / np.sqrt(x), [POS], torch=lambda x: x.rsqrt()),
+    case("square", T.SQUARE, ng.square, np.square, [CN], torch=lambda x: x.square()),
+    case("reciprocal", T.RECIPROCAL, ng.reciprocal, np.reciprocal, [arg(C, N, avoid=0.3)],
+         torch=lambda x: x.reciprocal()),
+    case("tanh", T.TANH, ng.tanh, np.tanh, [CN], torch=lambda x: x.tanh()),
+    case("sigmoid", T.SIGMOID, ng.sigmoid, lambda x: 1 / (1 + np.exp(-x)), [arg(C, N, low=-6, high=6)],
+         torch=lambda x: x.sigmoid()),
+    case("sigmoid_huge", T.SIGMOID, ng.sigmoid, lambda x: 1 / (1 + np.exp(-x)), [arg(Y, N, values=BIG)],
+         torch=lambda x: x.sigmoid()),
+    case("relu", T.RELU, ng.relu, lambda x: np.maximum(x, 0), [arg(C, N, avoid=0.05)], torch=lambda x: x.relu()),
+    case("relu_at_zero", T.RELU, ng.relu, lambda x: np.maximum(x, 0), [arg(C, N, values=TIES_CN - 1)],
+         expected_grads=lambda xs, r: [r * (xs[0] > 0)], torch=lambda x: x.relu()),
+    case("abs_at_zero", T.ABS, ng.abs, np.abs, [arg(C, N, values=TIES_CN - 1)],
+         expected_grads=lambda xs, r: [r * np.sign(xs[0])], torch=lambda x: x.abs()),
+    case("sign", T.SIGN, ng.sign, np.sign, [arg(C, N, avoid=0.05)], torch=lambda x: x.sign()),
+    case("sin", T.SIN, ng.sin, np.sin, [arg(C, N, low=-4, high=4)], torch=lambda x: x.sin()),
+    case("cos", T.COS, ng.cos, np.cos, [arg(C, N, low=-4, high=4)], torch=lambda x: x.cos()),
+    case("stop_gradient", T.STOP_GRADIENT, ng.stop_gradient, lambda x: x, [CN],
+         expected_grads=lambda xs, r: [np.zeros_like(xs[0])], torch=lambda x: x.detach()),
+    case("stop_gradient_in_product", T.STOP_GRADIENT, lambda x: x * ng.stop_gradient(x), np.square, [CN],
+         expected_grads=lambda xs, r: [xs[0] * r], torch=lambda x: x * x.detach()),
+    case("cast_to_float64", T.CAST, lambda x: ng.cast(x, "float64"), lambda x: x, [CN], dtype="float64",
+         torch=lambda x: x * 1),
+    case("cast_to_int64", T.CAST, lambda x: ng.cast(x * 2.0, "int64"), lambda x: (x * 2).astype(np.int64),
+         [CN], dtype="int64", grad=False),
+    case("cast_int_roundtrip", T.CAST, lambda x: ng.cast(ng.cast(x * 2.0, "int64"), "float32"),
+         lambda x: np.trunc(x * 2), [CN], torch=lambda x: (x * 2).to(torch.int64).to(torch.float64)),
+    case("cast_int_to_float", T.CAST, lambda i: ng.cast(i, "float32"), lambda i: i.astype(np.float32),
+         [arg(C, N, low=-5, high=5, dtype="int64")]),
+    # -- element-wise binary (operands aligned by name, broadcast, permuted) -------------------
+    case("add_broadcast", T.ADD, lambda a, b: a + b, lambda a, b: a + b[:, None], [CN, arg(C)],
+         torch=lambda a, b: a + b[:, None]),
+    case("add_scalar", T.ADD, lambda a: 2.5 + a, lambda a: a + 2.5, [CN], torch=lambda a: a + 2.5),
+    case("sub_permuted", T.SUB, lambda a, b: a - b, lambda a, b: a - b.T, [arg(N, C), CN],
+         torch=lambda a, b: a - b.T),
+    case("sub_scalar_left", T.SUB, lambda a: 1.0 - a, lambda a: 1.0 - a, [CN], torch=lambda a: 1.0 - a),
+    case("mul_permuted", T.MUL, lambda a, b: a * b, lambda a, b: a * b.T, [arg(N, C), CN],
+         torch=lambda a, b: a * b.T),
+    case("mul_same_input", T.MUL, lambda a: a * a, np.square, [CN], torch=lambda a: a * a),
+    case("div_broadcast", T.DIV, lambda a, b: a / b, lambda a, b: a / b[None, :], [CN, arg(N, avoid=0.3)],
+         torch=lambda a, b: a / b[None, :]),
+    case("div_scalar_left", T.DIV, lambda a: 2.0 / a, lambda a: 2.0 / a, [arg(C, N, avoid=0.3)],
+         torch=lambda a: 2.0 / a),
+    case("pow_broadcast", T.POW, lambda a, b: a ** b, lambda a, b: a ** b[None, :], [POS, arg(N)],
+         torch=lambda a, b: a ** b[None, :]),
+    case("pow_scalar_exponent", T.POW, lambda a: a ** 3.0, lambda a: a ** 3, [CN], torch=lambda a: a ** 3.0),
+    case("maximum_permuted", T.MAXIMUM, ng.maximum, lambda a, b: np.maximum(a, b.T), [CN, arg(N, C)],
+         torch=lambda a, b: torch.maximum(a, b.T)),
+    case("maximum_ties_go_to_a", T.MAXIMUM, ng.maximum, lambda a, b: np.maximum(a, b[None, :]),
+         [arg(C, N, values=TIES_CN), arg(N, values=TIES_N)],
+         expected_grads=lambda xs, r: [r * (xs[0] >= xs[1]), (r * (xs[0] < xs[1])).sum(0)]),
+    case("minimum_ties_go_to_a", T.MINIMUM, ng.minimum, lambda a, b: np.minimum(a, b[None, :]),
+         [arg(C, N, values=TIES_CN), arg(N, values=TIES_N)],
+         expected_grads=lambda xs, r: [r * (xs[0] <= xs[1]), (r * (xs[0] > xs[1])).sum(0)]),
+    case("div_int_floors", T.DIV, lambda a, b: a / b, lambda a, b: np.floor_divide(a, b),
+         [arg(C, N, low=-9, high=9, dtype="int64"), arg(N, values=np.array([2, -3, 4, 5]), dtype="int64")],
+         dtype="int64"),
+    case("add_int", T.ADD, lambda a, b: a + b, lambda a, b: a + b, [arg(C, N, low=-9, high=9, dtype="int64")] * 2,
+         dtype="int64"),
+    case("add_int_float_promotes", T.ADD, lambda a, b: a + b, lambda a, b: a + b,
+         [arg(C, N, low=-9, high=9, dtype="int64"), CN], torch=lambda a, b: a + b),
+    case("where_leaky_relu", T.WHERE, lambda x: ng.where(x > 0.0, x, 0.1 * x),
+         lambda x: np.where(x > 0, x, 0.1 * x), [arg(C, N, avoid=0.05)],
+         torch=lambda x: torch.where(x > 0, x, 0.1 * x)),
+    case("minimum_broadcast", T.MINIMUM, ng.minimum, lambda a, b: np.minimum(a, b[:, None]), [CN, arg(C)],
+         torch=lambda a, b: torch.minimum(a, b[:, None])),
+    # -- comparisons: forward only, 0/1 in the operands' float dtype ----------------------------
+    case("equal", T.EQUAL, ng.equal, lambda a, b: (a == b[None, :]).astype(np.float32),
+         [arg(C, N, values=TIES_CN), arg(N, values=TIES_N)], grad=False),
+    case("not_equal", T.NOT_EQUAL, ng.not_equal, lambda a, b: (a != b[None, :]).astype(np.float32),
+         [arg(C, N, values=TIES_CN), arg(N, values=TIES_N)], grad=False),
+    case("less", T.LESS, lambda a, b: a < b, lambda a, b: (a < b.T).astype(np.float32),
+         [arg(C, N, values=TIES_CN), arg(N, C, values=TIES_CN.T[::-1].copy())], grad=False),
+    case("less_equal", T.LESS_EQUAL, lambda a, b: a <= b, lambda a, b: (a <= b.T).astype(np.float32),
+         [arg(C, N, values=TIES_CN), arg(N, C, values=TIES_CN.T[::-1].copy())], grad=False),
+    case("greater", T.GREATER, lambda a, b: a > b, lambda a, b: (a > b[None, :]).astype(np.float32),
+         [arg(C, N, values=TIES_CN), arg(N, values=TIES_N)], grad=False),
+    case("greater_equal", T.GREATER_EQUAL, lambda a, b: a >= b, lambda a, b: (a >= b[None, :]).astype(np.float32),
+         [arg(C, N, values=TIES_CN), arg(N, values=TIES_N)], grad=False),
+    case("compare_int", T.LESS, lambda a, b: a < b, lambda a, b: (a < b).astype(np.int64),
+         [arg(C, N, low=0, high=3, dtype="int64"), arg(C, N, low=0, high=3, dtype="int64")], dtype="int64"),
+    case("compare_scalar", T.GREATER, lambda a: a > 1.0, lambda a: (a > 1).astype(np.float32),
+         [arg(C, N, values=TIES_CN)], grad=False),
+    # -- where ---------------------------------------------------------------------------------
+    case("where", T.WHERE, ng.where, lambda c, a, b: np.where(c != 0, a, b[None, :]),
+         [arg(C, N, values=MASK_CN, diff=False), CN, arg(N)],
+         torch=lambda c, a, b: torch.where(c != 0, a, b[None, :].expand(3, 4))),
+    # -- reductions (out axes in permuted order) -------------------------------------------------
+    case("sum_reduction_axes", T.SUM, lambda x: ng.sum(x, reduction_axes=[N]), lambda x: x.sum(1),
+         [arg(C, N, H)], torch=lambda x: x.sum(1)),
+    case("sum_out_axes_permuted", T.SUM, lambda x: ng.sum(x, out_axes=[H, C]), lambda x: x.sum(1).T,
+         [arg(C, N, H)], torch=lambda x: x.sum(1).T),
+    case("sum_all", T.SUM, lambda x: ng.sum(x), lambda x: x.sum(), [arg(C, N, H)], torch=lambda x: x.sum()),
+    case("sum_by_name", T.SUM, lambda x: ng.sum(x, reduction_axes="C"), lambda x: x.sum(0), [CN],
+         torch=lambda x: x.sum(0)),
+    case("max_out_axes_permuted", T.MAX, lambda x: ng.max(x, out_axes=[H, C]), lambda x: x.max(1).T,
+         [arg(C, N, H)], torch=lambda x: x.amax(1).T),
+    case("max_ties_split_gradient", T.MAX, lambda x: ng.max(x, reduction_axes=[C]), lambda x: x.max(0),
+         [arg(C, N, values=MAX_TIES)], expected_grads=max_tie_grads, torch=lambda x: x.amax(0)),
+    case("min_reduction_axes", T.MIN, lambda x: ng.min(x, reduction_axes=[C]), lambda x: x.min(0),
+         [arg(C, N, H)], torch=lambda x: x.amin(0)),
+    case("min_two_axes_permuted", T.MIN, lambda x: ng.min(x, reduction_axes=[C, H]), lambda x: x.min((0, 2)),
+         [arg(C, N, H)], torch=lambda x: x.amin((0, 2))),
+    case("prod_out_axes", T.PROD, lambda x: ng.prod(x, out_axes=[N]), lambda x: x.prod(0),
+         [POS], torch=lambda x: x.prod(0)),
+    case("prod_permuted_signed", T.PROD, lambda x: ng.prod(x, out_axes=[H, C]), lambda x: x.prod(1).T,
+         [arg(C, N, H, avoid=0.3)], torch=lambda x: x.prod(1).T),
+    case("argmax", T.ARGMAX, lambda x: ng.argmax(x, reduction_axes=[C]), lambda x: x.argmax(0), [CN],
+         dtype="int64", grad=False),
+    case("argmax_out_axes_permuted", T.ARGMAX, lambda x: ng.argmax(x, out_axes=[H, C]),
+         lambda x: x.argmax(1).T, [arg(C, N, H)], dtype="int64", grad=False),
+    case("argmin_out_axes_permuted", T.ARGMIN, lambda x: ng.argmin(x, out_axes=[H, C]),
+         lambda x: x.argmin(1).T, [arg(C, N, H)], dtype="int64", grad=False),
+    case("argmin", T.ARGMIN, lambda x: ng.argmin(x, reduction_axes=[N]), lambda x: x.argmin(1), [CN],
+         dtype="int64", grad=False),
+    # -- movement -------------------------------------------------------------------------------
+    case("sum_int", T.SUM, lambda i: ng.sum(i, reduction_axes=[C]), lambda i: i.sum(0),
+         [arg(C, N, low=-9, high=9, dtype="int64")], dtype="int64"),
+    case("broadcast", T.BROADCAST, lambda x: ng.broadcast(x, [N, C]), lambda x: np.broadcast_to(x, (4, 3)),
+         [arg(C)], torch=lambda x: x[None, :].expand(4, 3)),
+    case("broadcast_middle", T.BROADCAST, lambda x: ng.broadcast(x, [H, N, C]),
+         lambda x: np.broadcast_to(x.T[None], (5, 4, 3)), [CN], torch=lambda x: x.T[None].expand(5, 4, 3)),
+    case("axes_with_order", T.BROADCAST, lambda x: ng.axes_with_order(x, [H, C, N]),
+         lambda x: x.transpose(2, 0, 1), [arg(C, N, H)], torch=lambda x: x.permute(2, 0, 1)),
+    case("cast_axes", T.CAST_AXES, lambda x: ng.cast_axes(x, [C2, N2]) * ng.constant(MAX_TIES, [C2, N2]),
+         lambda x: x * MAX_TIES, [CN], torch=lambda x: x * torch.tensor(MAX_TIES)),
+    case("flatten", T.RESHAPE, lambda x: ng.flatten(x), lambda x: x.reshape(15, 4), [arg(C, H, N)],
+         torch=lambda x: x.reshape(15, 4)),
+    case("flatten_permuted_group", T.RESHAPE, lambda x: ng.flatten(x, [C, H]),
+         lambda x: x.transpose(0, 2, 1).reshape(15, 4), [arg(C, N, H)],
+         torch=lambda x: x.permute(0, 2, 1).reshape(15, 4)),
+    case("unflatten", T.RESHAPE, lambda x: ng.unflatten(x, F, [C, H]), lambda x: x.reshape(3, 5, 4),
+         [arg(F, N)], torch=lambda x: x.reshape(3, 5, 4)),
+    case("expand_dims", T.BROADCAST, lambda x: ng.expand_dims(x, K, 1),
+         lambda x: np.broadcast_to(x[:, None, :], (3, 2, 4)), [CN], torch=lambda x: x[:, None, :].expand(3, 2, 4)),
+    case("expand_dims_end", T.BROADCAST, lambda x: ng.expand_dims(x, K, -1),
+         lambda x: np.broadcast_to(x[:, :, None], (3, 4, 2)), [CN], torch=lambda x: x[:, :, None].expand(3, 4, 2)),
+    case("flatten_keeps_batch_first", T.RESHAPE, lambda x: ng.flatten(x), lambda x: x.reshape(4, 15),
+         [arg(N, C, H)], torch=lambda x: x.reshape(4, 15)),
+    case("unflatten_last_axis", T.RESHAPE, lambda x: ng.unflatten(x, F, [H, C]), lambda x: x.reshape(4, 5, 3),
+         [arg(N, F)], torch=lambda x: x.reshape(4, 5, 3)),
+    case("tensor_slice_steps", T.SLICE, lambda x: ng.tensor_slice(x, [slice(1, 5, 2), slice(None, None, -1)]),
+         lambda x: x[1:5:2, ::-1], [arg(H, W)], torch=lambda x: x[1:5:2].flip(1)),
+    case("tensor_slice_int_and_negative_step", T.SLICE, lambda x: ng.tensor_slice(x, [2, slice(4, 0, -2)]),
+         lambda x: x[2, 4:0:-2], [arg(H, W)], torch=lambda x: x[2][torch.tensor([4, 2])]),
+    case("tensor_slice_negative_to_start", T.SLICE, lambda x: ng.tensor_slice(x, [slice(3, None, -1), -1]),
+         lambda x: x[3::-1, -1], [arg(H, W)], torch=lambda x: x[:4, -1].flip(0)),
+    case("tensor_slice_negative_indices", T.SLICE, lambda x: ng.tensor_slice(x, [slice(-1, -6, -2), slice(-4, None)]),
+         lambda x: x[-1:-6:-2, -4:], [arg(H, W)], torch=lambda x: x[torch.tensor([4, 2, 0]), 2:]),
+    case("slice_along_axis", T.SLICE, lambda x: ng.slice_along_axis(x, N, slice(1, 3)), lambda x: x[:, 1:3],
+         [CN], torch=lambda x: x[:, 1:3]),
+    case("slice_along_axis_int", T.SLICE, lambda x: ng.slice_along_axis(x, C, -1), lambda x: x[-1], [CN],
+         torch=lambda x: x[-1]),
+    case("pad", T.PAD, lambda x: ng.pad(x, [(1, 2), (0, 1)]), lambda x: np.pad(x, [(1, 2), (0, 1)]), [CN],
+         torch=lambda x: F_().pad(x, (0, 1, 1, 2))),
+    case("pad_int", T.PAD, lambda x: ng.pad(x, [1, 0]), lambda x: np.pad(x, [(1, 1), (0, 0)]), [CN],
+         torch=lambda x: F_().pad(x, (0, 0, 1, 1))),
+    case("concat_along_axis", T.CONCAT, lambda a, b: ng.concat_along_axis([a, b], C),
+         lambda a, b: np.concatenate([a, b.T], 0), [CN, arg(N, C5)], torch=lambda a, b: torch.cat([a, b.T], 0)),
+    case("concat_three", T.CONCAT, lambda a, b, c: ng.concat_along_axis([a, b, c], N),
+         lambda a, b, c: np.concatenate([a, b, c], 1), [CN, arg(C, N_2), CN],
+         torch=lambda a, b, c: torch.cat([a, b, c], 1)),
+    case("stack", T.CONCAT, lambda a, b: ng.stack([a, b], K, 1), lambda a, b: np.stack([a, b], 1), [CN, CN],
+         torch=lambda a, b: torch.stack([a, b], 1)),
+    case("stack_last", T.CONCAT, lambda a, b, c: ng.stack([a, b, c], ng.make_axis(3, "S"), 2),
+         lambda a, b, c: np.stack([a, b, c], 2), [CN, CN, CN], torch=lambda a, b, c: torch.stack([a, b, c], 2)),
+    case("one_hot", (T.EQUAL, T.CAST), lambda i: ng.one_hot(i, Y), lambda i: np.eye(5, dtype=np.float32)[i].T,
+         [arg(N, values=LABELS, dtype="int64")], grad=False),
+    # -- dot in every axis order ---------------------------------------------------------------
+    case("dot_cn_hc", T.DOT, ng.dot, lambda a, b: np.einsum("cn,hc->nh", a, b), [CN, arg(H, C)],
+         torch=lambda a, b: torch.einsum("cn,hc->nh", a, b)),
+    case("dot_nc_ch", T.DOT, ng.dot, lambda a, b: a @ b, [arg(N, C), arg(C, H)], torch=lambda a, b: a @ b),
+    case("dot_matrix_vector", T.DOT, ng.dot, lambda a, b: a @ b, [arg(H, C), arg(C)], torch=lambda a, b: a @ b),
+    case("dot_vector_matrix", T.DOT, ng.dot, lambda a, b: a @ b, [arg(C), CN], torch=lambda a, b: a @ b),
+    case("dot_vector_vector", T.DOT, ng.dot, lambda a, b: a @ b, [arg(C), arg(C)], torch=lambda a, b: a @ b),
+    case("dot_outer", T.DOT, ng.dot, np.outer, [arg(C), arg(N)], torch=lambda a, b: torch.outer(a, b)),
+    case("dot_three_axes", T.DOT, ng.dot, lambda a, b: np.einsum("chn,hkc->nk", a, b),
+         [arg(C, H, N), arg(H, K, C)], torch=lambda a, b: torch.einsum("chn,hkc->nk", a, b)),
+    case("dot_same_input", T.DOT, lambda a: ng.dot(a, a), lambda a: (a * a).sum(), [arg(C)],
+         torch=lambda a: a @ a),
+    case("dot_mixed_dtype", T.DOT, lambda a, b: ng.dot(a, ng.cast(b, "float64")), lambda a, b: a @ b,
+         [arg(N, C), arg(C, H)], dtype="float64", torch=lambda a, b: a @ b),
+    # -- composites ------------------------------------------------------------------------------
+    case("softmax", (T.EXP, T.DIV), ng.softmax, np_softmax, [arg(Y, N)], torch=lambda z: z.softmax(0)),
+    case("softmax_huge", (T.EXP, T.DIV), ng.softmax, np_softmax, [arg(Y, N, values=BIG)],
+         torch=lambda z: z.softmax(0)),
+    case("softmax_two_axes", (T.EXP, T.DIV), ng.softmax,
+         lambda z: np_softmax(z.reshape(15, 4)).reshape(5, 3, 4), [arg(Y, C, N)],
+         torch=lambda z: z.reshape(15, 4).softmax(0).reshape(5, 3, 4)),
+    case("softmax_explicit_axis", (T.EXP, T.DIV), lambda z: ng.softmax(z, normalization_axes=[N]),
+         lambda z: np_softmax(z, 1), [arg(Y, N)], torch=lambda z: z.softmax(1)),
+    case("log_softmax", T.SUB, ng.log_softmax, lambda z: np.log(np_softmax(z)), [arg(Y, N)],
+         torch=lambda z: z.log_softmax(0)),
+    case("logsumexp", T.LOG, lambda z: ng.logsumexp(z, reduction_axes=[Y]), np_logsumexp, [arg(Y, N)],
+         torch=lambda z: z.logsumexp(0)),
+    case("logsumexp_out_axes_permuted", T.LOG, lambda z: ng.logsumexp(z, out_axes=[H, C]),
+         lambda z: np_logsumexp(z, 1).T, [arg(C, N, H)], torch=lambda z: z.logsumexp(1).T),
+    case("logsumexp_huge", T.LOG, lambda z: ng.logsumexp(z, reduction_axes=[Y]), np_logsumexp,
+         [arg(Y, N, values=BIG)], torch=lambda z: z.logsumexp(0)),
+    case("mean_out_axes_permuted", T.DIV, lambda x: ng.mean(x, out_axes=[H, C]), lambda x: x.mean(1).T,
+         [arg(C, N, H)], torch=lambda x: x.mean(1).T),
+    case("mean_all", T.DIV, ng.mean, np.mean, [arg(C, N, H)], torch=lambda x: x.mean()),
+    case("mean_int", T.CAST, ng.mean, lambda i: i.mean(), [arg(C, N, low=-5, high=5, dtype="int64")], grad=False),
+    case("cross_entropy_multi_softmax", T.LOG,
+         lambda z, y: ng.cross_entropy_multi(ng.softmax(z), y), lambda z, y: -(y * np.log(np_softmax(z))).sum(),
+         [arg(Y, N), arg(Y, N, values=ONE_HOT_YN, diff=False)],
+         torch=lambda z, y: F_().cross_entropy(z.T, y.argmax(0), reduction="sum")),
+    case("cross_entropy_multi_softmax_huge", T.LOG,
+         lambda z, y: ng.cross_entropy_multi(ng.softmax(z), y),
+         lambda z, y: -(y * (z - np_logsumexp(z)[None, :])).sum(),
+         [arg(Y, N, values=BIG), arg(Y, N, values=ONE_HOT_YN, diff=False)], grad_atol=1e-5,
+         torch=lambda z, y: F_().cross_entropy(z.T, y.argmax(0), reduction="sum")),
+    case("cross_entropy_multi_out_axes", T.LOG,
+         lambda z, y: ng.cross_entropy_multi(ng.softmax(z), y, out_axes=[N]),
+         lambda z, y: -(y * np.log(np_softmax(z))).sum(0),
+         [arg(Y, N), arg(Y, N, values=ONE_HOT_YN, diff=False)],
+         torch=lambda z, y: F_().cross_entropy(z.T, y.argmax(0), reduction="none")),
+    case("cross_entropy_multi_probabilities", T.LOG, lambda p, y: ng.cross_entropy_multi(p, y),
+         lambda p, y: -(y * np.log(p)).sum(), [arg(Y, N, low=0.05, high=1.0), arg(Y, N, low=0.0, high=1.0)],
+         torch=lambda p, y: -(y * p.log()).sum()),
+    case("cross_entropy_binary_sigmoid", T.LOG1P,
+         lambda z, y: ng.cross_entropy_binary(ng.sigmoid(z), y), lambda z, y: (np_softplus(z) - y * z).sum(),
+         [arg(C, N, low=-6, high=6, avoid=0.05), arg(C, N, low=0.0, high=1.0)],
+         torch=lambda z, y: F_().binary_cross_entropy_with_logits(z, y, reduction="sum")),
+    case("cross_entropy_binary_sigmoid_huge", T.LOG1P,
+         lambda z, y: ng.cross_entropy_binary(ng.sigmoid(z), y), lambda z, y: (np_softplus(z) - y * z).sum(),
+         [arg(Y, N, values=BIG), arg(Y, N, low=0.0, high=1.0)], grad_atol=1e-5,
+         torch=lambda z, y: F_().binary_cross_entropy_with_logits(z, y, reduction="sum")),
+    case("cross_entropy_binary_probabilities", T.LOG,
+         lambda p, y: ng.cross_entropy_binary(p, y, out_axes=[N]),
+         lambda p, y: -(y * np.log(p) + (1 - y) * np.log(1 - p)).sum(0),
+         [arg(C, N, low=0.05, high=0.95), arg(C, N, low=0.0, high=1.0)],
+         torch=lambda p, y: F_().binary_cross_entropy(p, y, reduction="none").sum(0)),
+    case("softplus", T.LOG1P, ng.softplus, np_softplus, [arg(C, N, low=-5, high=5, avoid=0.05)],
+         torch=lambda x: F_().softplus(x)),
+    # -- control -------------------------------------------------------------------------------
+    case("custom_gradient", T.CUSTOM_GRADIENT, triple_grad, lambda x: x, [CN],
+         expected_grads=lambda xs, r: [3.0 * r]),
+    case("custom_gradient_in_chain", T.CUSTOM_GRADIENT, lambda x: ng.exp(triple_grad(x * 2.0)),
+         lambda x: np.exp(2 * x), [CN], expected_grads=lambda xs, r: [r * np.exp(2 * xs[0]) * 3.0 * 2.0]),
+    case("custom_gradient_two_inputs", T.CUSTOM_GRADIENT, lambda a, b: two_input_grad(a, b),
+         lambda a, b: a * b[:, None], [CN, arg(C)], expected_grads=lambda xs, r: [2.0 * r, 5.0 * r.sum(1)]),
+    case("sequential_value", T.SEQUENTIAL, lambda a, b: ng.sequential([a * 2.0, b + 1.0]), lambda a, b: b + 1,
+         [CN, arg(N)], torch=lambda a, b: b + 1),
+]
+
+
+def _params(cases: list[Case], torch_side: bool = False) -> list[Any]:
+    out = []
+    for c in cases:
+        reason = c.xfail_torch if torch_side else c.xfail
+        marks = [pytest.mark.xfail(reason=reason, raises=BUG_RAISES.get(reason), strict=True)] if reason else []
+        out.append(pytest.param(c, id=c.id, marks=marks))
+    return out
+
+
+@pytest.mark.parametrize("c", _params(CASES))
+def test_op(c: Case) -> None:
+    check_op(c.build, c.ref, c.inputs, covers=c.covers, **c.kw)
+
+
+TORCH_CASES = [c for c in CASES if c.torch_fn is not None]
+
+
+@pytest.mark.parametrize("c", _params(TORCH_CASES, torch_side=True))
+def test_op_vs_torch(c: Case) -> None:
+    check_op_torch(c.build, c.torch_fn, c.inputs, grad=c.kw.get("grad", True))
+
+
+def _ends_in_fusible_op(c: Case) -> bool:
+    """The case's op is element-wise over floats, so the fusion pass can absorb it into a program."""
+    if c.kw.get("dtype", "float32") != "float32":
+        return False
+    out = c.build(*[ng.placeholder(s.axes, dtype=s.dtype) for s in c.inputs])
+    return out.op in OpGroup.ELEMENTWISE - {T.STOP_GRADIENT, T.CAST} and all(s.dtype == out.dtype for s in out.src)
+
+
+FUSED_CASES = [c for c in CASES if _ends_in_fusible_op(c)]
+
+
+@pytest.mark.parametrize("c", [pytest.param(c, id=c.id) for c in FUSED_CASES])
+def test_op_fused(c: Case) -> None:
+    """Every element-wise case again, as a step of a ``fused`` program (the fusion pass and its kernel)."""
+    check_fused(c.build, c.ref, c.inputs)
+
+
+# -- leaves, random tensors and side effects: dedicated tests ---------------------------------------------
+
+
+def test_variable() -> None:
+    """Initial values (number, array, callable), sharing across computations, write/read, distinct identity."""
+    init = np.arange(12.0).reshape(3, 4)
+    filled = ng.variable([C, N], initial_value=2.5)
+    from_array = ng.variable([C, N], initial_value=init)
+    from_fn = ng.variable([C], initial_value=lambda axes: np.full(axes.lengths, 7.0))
+    twin = ng.variable([C, N], initial_value=init)
+    assert twin is not from_array and twin.op is T.VARIABLE
+    with ng.transformers.make_transformer() as t:
+        f = t.computation([filled, from_array, from_fn])
+        a, b, c = f()
+        assert a.dtype == np.float32 and np.all(a == 2.5)
+        np.testing.assert_array_equal(b, init)
+        np.testing.assert_array_equal(c, [7.0, 7.0, 7.0])
+        double = t.computation(from_array * 2.0)
+        t.write_variable(from_array, init + 1)
+        np.testing.assert_array_equal(double(), (init + 1) * 2)  # both computations see the new value
+        np.testing.assert_array_equal(f()[1], init + 1)
+        np.testing.assert_array_equal(t.read_variable(from_array), init + 1)
+        b[...] = -1  # a returned array is a copy, not the variable's storage
+        np.testing.assert_array_equal(t.read_variable(from_array), init + 1)
+    with pytest.raises(ng.AxesError):
+        ng.variable([C, N], initial_value=np.zeros((4, 3)))
+
+
+def test_placeholder() -> None:
+    """Fed positionally in the placeholders' axes order; wrong shapes raise FeedError."""
+    x, i = ng.placeholder([C, N]), ng.placeholder([N], dtype="int64")
+    with ng.transformers.make_transformer() as t:
+        f = t.computation([x * 2.0, i + 1], x, i)
+        a, b = f(np.ones((3, 4)), np.arange(4))
+        np.testing.assert_array_equal(a, np.full((3, 4), 2.0))
+        assert b.dtype == np.int64
+        np.testing.assert_array_equal(b, [1, 2, 3, 4])
+        with pytest.raises(ng.FeedError):
+            f(np.ones((4, 3)), np.arange(4))
+        with pytest.raises(ng.FeedError):
+            f(np.ones((3, 4)))
+        with pytest.raises(ng.NgraphError):
+            t.computation(x * 2.0)  # x is needed but not listed
+
+
+@pytest.mark.parametrize("kind", ["uniform", "normal"])
+def test_random_statistics(kind: str) -> None:
+    """Mean and std over a large tensor, dtype, and the support of the uniform."""
+    A, B = ng.make_axis(200, "A"), ng.make_axis(250, "B")
+    if kind == "uniform":
+        r, mean, std = ng.uniform([A, B], low=-1.0, high=3.0, seed=11), 1.0, 4.0 / np.sqrt(12.0)
+    else:
+        r, mean, std = ng.normal([A, B], mean=0.5, std=2.0, seed=11), 0.5, 2.0
+    assert r.op is (T.UNIFORM if kind == "uniform" else T.NORMAL)
+    with ng.transformers.make_transformer() as t:
+        v = t.computation(r)()
+    assert v.dtype == np.float32 and v.shape == (200, 250)
+    # the standard error of the mean is std / sqrt(50000) < 0.01; allow ~5 of them
+    assert abs(v.mean() - mean) < 5 * std / np.sqrt(v.size)
+    assert abs(v.std() - std) < 0.03 * std
+    if kind == "uniform":
+        assert v.min() >= -1.0 and v.max() < 3.0
+        assert np.histogram(v, bins=4, range=(-1, 3))[0].min() > 0.23 * v.size
+    else:
+        assert abs(np.mean(np.abs(v - mean) < std) - 0.6827) < 0.01
+
+
+@pytest.mark.parametrize("make", [ng.uniform, ng.normal], ids=["uniform", "normal"])
+def test_random_seeds(make: Callable) -> None:
+    """Same seed -> same values on two transformers; fresh values on every call; seeds differ -> values differ."""
+    r = make([C, N], seed=3)
+    other = make([C, N], seed=4)
+    unseeded = make([C, N])
+    with ng.transformers.make_transformer() as t1, ng.transformers.make_transformer() as t2:
+        f1, f2 = t1.computation([r, other, unseeded]), t2.computation([r, other, unseeded])
+        first, second = f1(), f1()
+        again = f2()
+    np.testing.assert_array_equal(first[0], again[0])  # op seed
+    np.testing.assert_array_equal(first[2], again[2])  # same transformer seed
+    assert not np.array_equal(first[0], first[1])  # another seed
+    assert not np.array_equal(first[0], second[0]) and not np.array_equal(first[2], second[2])  # fresh per call
+    with ng.transformers.make_transformer(seed=99) as t3:
+        assert not np.array_equal(t3.computation(unseeded)()[0], first[2][0])
+
+
+@pytest.mark.parametrize("make", [ng.uniform, ng.normal], ids=["uniform", "normal"])
+def test_random_drawn_once_per_call(make: Callable) -> None:
+    """One execution draws a random op once: d sum(x * r) / dx == r in the same call; no gradient to r."""
+    r = make([C, N], seed=5)
+    x = ng.variable([C, N], initial_value=1.0)
+    (g,) = ng.gradients(ng.sum(x * r), [x])
+    with ng.transformers.make_transformer(float_dtype="float64") as t:
+        value, grad = t.computation([r, g])()
+    assert value.dtype == np.float64
+    np.testing.assert_array_equal(grad, value)
+
+
+def test_assign() -> None:
+    """assign writes in place, has the new value, persists across calls; a scalar fills."""
+    v = ng.variable([C], initial_value=np.array([1.0, 2.0, 3.0]))
+    with ng.transformers.make_transformer() as t:
+        step = t.computation(ng.assign(v, v + 1.0))
+        np.testing.assert_array_equal(step(), [2.0, 3.0, 4.0])
+        np.testing.assert_array_equal(step(), [3.0, 4.0, 5.0])
+        np.testing.assert_array_equal(t.read_variable(v), [3.0, 4.0, 5.0])
+        t.computation(ng.assign(v, 0.5))()
+        np.testing.assert_array_equal(t.read_variable(v), [0.5, 0.5, 0.5])
+    with pytest.raises(ng.DTypeError):
+        ng.assign(v + 1.0, v)
+
+
+def test_assign_permuted_value() -> None:
+    """The value is aligned to the variable's axes by name."""
+    v = ng.variable([C, N], initial_value=0.0)
+    x = ng.placeholder([N, C])
+    data = np.arange(12.0).reshape(4, 3)
+    with ng.transformers.make_transformer() as t:
+        t.computation(ng.assign(v, x), x)(data)
+        np.testing.assert_array_equal(t.read_variable(v), data.T)
+
+
+def test_sequential() -> None:
+    """sequential runs in order and has the last value, which sees the assignment before it."""
+    v = ng.variable([C], initial_value=np.array([1.0, 2.0, 3.0]))
+    with ng.transformers.make_transformer() as t:
+        f = t.computation(ng.sequential([ng.assign(v, v + 1.0), v * 2.0]))
+        np.testing.assert_array_equal(f(), [4.0, 6.0, 8.0])
+        np.testing.assert_array_equal(f(), [6.0, 8.0, 10.0])
+        np.testing.assert_array_equal(t.read_variable(v), [3.0, 4.0, 5.0])
+
+
+def test_doall() -> None:
+    """doall performs every assignment, returns None, and gradients read the weights from before the update."""
+    w = ng.variable([C], initial_value=np.array([1.0, 2.0, 3.0]))
+    count = ng.variable([], initial_value=0.0)
+    loss = ng.sum(w * w)
+    (g,) = ng.gradients(loss, [w])
+    update = ng.doall([ng.assign(w, w - 0.1 * g), ng.assign(count, count + 1.0)])
+    with ng.transformers.make_transformer() as t:
+        f = t.computation([loss, update])
+        loss_value, nothing = f()
+        assert nothing is None
+        assert float(loss_value) == pytest.approx(14.0)
+        np.testing.assert_allclose(t.read_variable(w), [0.8, 1.6, 2.4], rtol=1e-6)
+        assert float(t.read_variable(count)) == 1.0
+        assert t.computation(update)() is None
+        np.testing.assert_allclose(t.read_variable(w), [0.64, 1.28, 1.92], rtol=1e-6)
+        assert float(t.read_variable(count)) == 2.0
+
+
+def test_doall_reads_before_writes() -> None:
+    """Every read in a doall sees the values from before its assignments (a swap, coupled SGD steps)."""
+    a, b = ng.variable([C], initial_value=1.0), ng.variable([C], initial_value=5.0)
+    w = ng.variable([C], initial_value=np.array([1.0, 2.0, 3.0]))
+    x = ng.variable([C], initial_value=np.array([10.0, 20.0, 30.0]))
+    gw, gx = ng.gradients(ng.sum(w * x), [w, x])  # gw = x, gx = w
+    with ng.transformers.make_transformer() as t:
+        t.computation(ng.doall([ng.assign(a, b), ng.assign(b, a)]))()
+        np.testing.assert_array_equal(t.read_variable(a), [5.0] * 3)
+        np.testing.assert_array_equal(t.read_variable(b), [1.0] * 3)
+        t.computation(ng.doall([ng.assign(w, w - 0.1 * gw), ng.assign(x, x - 0.1 * gx)]))()
+        np.testing.assert_allclose(t.read_variable(w), [0.0, 0.0, 0.0], atol=1e-6)
+        np.testing.assert_allclose(t.read_variable(x), [9.9, 19.8, 29.7], rtol=1e-6)
+
+
+def test_assign_overlapping_view() -> None:
+    """assign(v, a transposed view of v) writes the transpose (the value may alias the target)."""
+    A, B = ng.make_axis(3, "A"), ng.make_axis(3, "B")
+    v = ng.variable([A, B], initial_value=np.arange(9.0).reshape(3, 3))
+    with ng.transformers.make_transformer() as t:
+        out = t.computation(ng.assign(v, ng.cast_axes(ng.axes_with_order(v, [B, A]), [A, B])))()
+        np.testing.assert_array_equal(out, np.arange(9.0).reshape(3, 3).T)
+        np.testing.assert_array_equal(t.read_variable(v), np.arange(9.0).reshape(3, 3).T)
+
+
+# -- the coverage table read by test_tables.py --------------------------------------------------------------
+
+DEDICATED: dict[T, list[str]] = {
+    T.VARIABLE: ["test_variable", "test_assign"],
+    T.PLACEHOLDER: ["test_placeholder"],
+    T.UNIFORM: ["test_random_statistics", "test_random_seeds", "test_random_drawn_once_per_call"],
+    T.NORMAL: ["test_random_statistics", "test_random_seeds", "test_random_drawn_once_per_call"],
+    T.ASSIGN: ["test_assign", "test_assign_permuted_value", "test_assign_overlapping_view", "test_sequential",
+               "test_doall"],
+    T.SEQUENTIAL: ["test_sequential"],
+    T.DOALL: ["test_doall", "test_doall_reads_before_writes"],
+}
+if hasattr(T, "FUSED"):  # made only by the compiler's fusion pass
+    DEDICATED[T.FUSED] = ["test_op_fused"]
+
+COVERAGE: dict[T, list[str]] = {}
+for _c in CASES:
+    for _t in _c.covers:
+        COVERAGE.setdefault(_t, []).append(f"test_op[{_c.id}]")
+for _t, _names in DEDICATED.items():
+    COVERAGE.setdefault(_t, []).extend(_names)
