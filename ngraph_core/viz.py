@@ -32,7 +32,7 @@ def _plan_of(source: Any) -> MemoryPlan:
 
 
 def memory_plot(source: Any, path: str | os.PathLike[str], *, title: str | None = None,
-                max_labels: int = 60) -> Path:
+                max_labels: int = 200) -> Path:
     """Draw a memory plan as a PNG: per step, the step's own buffer and the bytes live, with the arena size.
 
     Green bars are the bytes of the buffer each step's op writes (light green: written over
@@ -80,11 +80,12 @@ def memory_plot(source: Any, path: str | os.PathLike[str], *, title: str | None 
     ax.set_xlim(-1, max(len(steps), 1))
     if 0 < len(steps) <= max_labels:
         ax.set_xticks(steps, [f"{i} {op.op.value}" for i, op in enumerate(plan.order)], rotation=90, fontsize=7)
-    ax.set_title(title or (
+    fig.suptitle(title or (
         f"memory plan: arena {format_bytes(plan.arena_bytes)} vs {format_bytes(plan.unplanned_bytes)} "
         f"without reuse ({plan.report().reuse_ratio:.2f}x), {len(plan.in_place)} ops in place"
     ))
-    ax.legend(loc="upper right", fontsize=8)
+    ax.set_ylim(0, 1.05 * max(plan.arena_bytes, plan.peak_live_bytes, 1) * scale)
+    ax.legend(loc="lower left", bbox_to_anchor=(0.0, 1.0), ncols=4, fontsize=8, frameon=False)
     ax.grid(axis="y", alpha=0.3)
 
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)

@@ -1,5 +1,16 @@
 """neon layers (every one builds ngraph ops)."""
 
 from .base import Layer, LayerError, is_training, training_mode
+from .composite import CompositeLayer
+from .core import Activation, Affine, Bias, Linear
+from .dropout import Dropout
+from .embedding import LookupTable
+from .normalization import BatchNorm
+from .reshaping import Flatten
+from .serialization import deserialize_layer, layer_classes, serialize_layer
 
-__all__ = ["Layer", "LayerError", "is_training", "training_mode"]
+__all__ = [
+    "Layer", "LayerError", "is_training", "training_mode", "CompositeLayer",
+    "Activation", "Affine", "Bias", "Linear", "Dropout", "LookupTable", "BatchNorm", "Flatten",
+    "deserialize_layer", "layer_classes", "serialize_layer",
+]

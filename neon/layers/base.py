@@ -21,7 +21,7 @@ from __future__ import annotations
 import contextvars
 import itertools
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -115,7 +115,9 @@ class Layer:
         axes = ng.make_axes(axes)
         initial_value: Any = init
         if hasattr(init, "fill"):
-            initial_value = _initializer_value(init)
+            # filled now, at build time: the weights then depend only on the order layers are
+            # built (set_seed, then build, reproduces them) and every transformer sees the same ones
+            initial_value = np.asarray(init.fill(axes.lengths))
         var = ng.variable(axes, initial_value=initial_value, name=name, trainable=trainable,
                           labels=(name, *labels))
         self._variables[name] = var
@@ -144,7 +146,3 @@ class Layer:
         config = ", ".join(f"{k}={v!r}" for k, v in self.get_config().items() if k != "name")
         return f"{type(self).__name__}({config})"
 
-
-def _initializer_value(init: Any) -> Callable[[ng.Axes], np.ndarray]:
-    """Adapt an initializer (``init.fill(shape) -> array``) to ``ng.variable``'s callable form."""
-    return lambda axes: init.fill(axes.lengths)

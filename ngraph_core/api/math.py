@@ -266,6 +266,12 @@ def kept_axes(x: Op, reduction_axes: AxisSpec, out_axes: AxisSpec, what: str) ->
 def _reduce(kind: OpType, x: Any, reduction_axes: AxisSpec, out_axes: AxisSpec) -> Op:
     x = as_op(x, where=kind.value)
     out = kept_axes(x, reduction_axes, out_axes, kind.value)
+    empty = [a for a in x.axes - out if a.length == 0]
+    if empty and kind in (OpType.MAX, OpType.MIN, OpType.ARGMAX, OpType.ARGMIN):
+        raise AxesError(
+            f"{kind.value}: cannot reduce over the empty axis {empty[0]} (it has no elements); "
+            "hint: check the axis lengths, or use ng.sum, which gives 0 over an empty axis"
+        )
     return x if out == x.axes and kind not in (OpType.ARGMAX, OpType.ARGMIN) else make(kind, [x], axes=out)
 
 

@@ -9,8 +9,9 @@ rules form no cycle, and they bottom out in ``add``, ``mul``, ``div``, ``exp``,
 transformer then reports the missing kernel by name.
 
 Accuracy: ``log1p(x) -> log(1 + x)`` loses the small-``x`` precision ``log1p`` exists
-for; ``sigmoid`` and ``tanh`` use forms that saturate correctly (``exp`` may overflow
-to ``inf``, and ``1/inf`` is the right limit).
+for, and ``tanh(x) -> 1 - 2/(exp(2x)+1)`` is accurate to one ulp *of 1* (not of
+``tanh(x)``) near 0. Both ``sigmoid`` and ``tanh`` saturate correctly (``exp`` may
+overflow to ``inf``, and ``1/inf`` is the right limit).
 """
 
 from __future__ import annotations
@@ -28,8 +29,8 @@ SIGNED_DTYPES = FLOAT_DTYPES + ("int8", "int16", "int32", "int64")  # where x*-1
 x, fx, sx = Pat.var("x"), Pat.var("x", dtype=FLOAT_DTYPES), Pat.var("x", dtype=SIGNED_DTYPES)
 
 
-def _neg(v: Op) -> Op:
-    return v * -1
+def _neg(x: Op) -> Op:
+    return x * -1
 
 
 RULES = [

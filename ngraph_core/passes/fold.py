@@ -51,7 +51,9 @@ def _scalar_source(op: Op) -> Op | None:
 
 
 def _foldable(op: Op) -> bool:
-    if not all(is_constant(s) for s in op.src):
+    from ..transformers.kernels import KERNELS  # lazily, as in ``_evaluate``
+
+    if op.op not in KERNELS or not all(is_constant(s) for s in op.src):
         return False
     if op.op in OpGroup.ELEMENTWISE and all(_scalar_source(s) is not None for s in op.src):
         return True  # evaluated on the scalars, whatever the axes

@@ -119,6 +119,7 @@ class MemoryPlan:
 
     Attributes:
         order: the plan the offsets are for (steps index it).
+        results: the computation's results.
         offsets: byte offset in the arena of each buffer-owning op.
         sizes: bytes of each buffer-owning op's value.
         intervals: liveness of each buffer-owning op's own value.
@@ -128,6 +129,7 @@ class MemoryPlan:
     """
 
     order: tuple[Op, ...]
+    results: tuple[Op, ...]
     offsets: dict[Op, int]
     sizes: dict[Op, int]
     intervals: dict[Op, Interval]
@@ -163,6 +165,7 @@ def plan_memory(
     alignment: int = 64,
     in_place: bool = True,
     may_run_in_place: Callable[[Op], bool] = can_run_in_place,
+    results_in_arena: bool = True,
 ) -> MemoryPlan:
     """Pack every buffer of the linearized plan ``order`` into one arena (see the module docstring).
 
@@ -173,6 +176,10 @@ def plan_memory(
         alignment: every offset is a multiple of this many bytes (a positive int).
         in_place: let ops write over a dying source's buffer.
         may_run_in_place: which ops' kernels may write over a source they read.
+        results_in_arena: False when the executor writes each buffer-owning result into a
+            fresh array of its own (handed to the user): those results then get no offset,
+            never run in place, and count in none of the figures. Buffers that results
+            *view* stay in the arena, live to the end.
 
     Returns:
         A ``MemoryPlan``.
@@ -189,6 +196,9 @@ def plan_memory(
         raise ValueError(f"plan_memory: expected a positive int alignment, received {alignment!r}")
     order = tuple(order)
     intervals = liveness(order, results)
+    if not results_in_arena:
+        fresh = set(results)
+        intervals = {op: interval for op, interval in intervals.items() if op not in fresh}
     sizes = {op: nbytes(op, dtype_of) for op in intervals}
     reuse = _in_place(order, results, intervals, dtype_of, may_run_in_place) if in_place else {}
 
@@ -211,7 +221,7 @@ def plan_memory(
     live_bytes = [int(v) for v in np.cumsum(live)[: len(order)]]
     variables = {op for op in order if op.op is OpType.VARIABLE}
     return MemoryPlan(
-        order=order, offsets=offsets, sizes=sizes, intervals=intervals, in_place=reuse,
+        order=order, results=tuple(results), offsets=offsets, sizes=sizes, intervals=intervals, in_place=reuse,
         arena_bytes=arena,
         unplanned_bytes=sum(_align_up(s, alignment) for s in sizes.values()),
         persistent_bytes=sum(nbytes(v, dtype_of) for v in variables),
@@ -238,7 +248,7 @@ def _in_place(order: Sequence[Op], results: Sequence[Op], intervals: dict[Op, In
                     or source.axes.lengths != op.axes.lengths or dtype_of(source) != dtype_of(op)):
                 continue
             # reading the same buffer through a different view (a transpose, a slice) while overwriting it
-            others = {chain[owners[s]] for s in op.src if s is not source and owners[s] is not None}
+            others = {chain.get(owners[s]) for s in op.src if s is not source}
             if chain[source] in others:
                 continue
             reuse[op] = source

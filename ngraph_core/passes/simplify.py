@@ -78,7 +78,9 @@ def _same_axes(op: Op) -> bool:
 
 def _only_broadcast_axes_reduced(op: Op) -> bool:
     """A reduction over a broadcast that reduces only axes the broadcast added."""
-    return op.src[0].src[0].axes.is_subset_of(op.axes) and op.src[0].axes.size > 0
+    # ``where`` is tested before the sources are matched: check that x is a broadcast here
+    bc = op.src[0]
+    return bc.op is T.BROADCAST and bc.src[0].axes.is_subset_of(op.axes) and bc.axes.size > 0
 
 
 def _sum_of_copies(op: Op, x: Op) -> Op:
@@ -88,12 +90,17 @@ def _sum_of_copies(op: Op, x: Op) -> Op:
 
 
 def _times_reciprocal(x: Op, c: Op) -> Op | None:
-    dtype = promote(x.dtype, c.dtype)  # the division's dtype: an int c must not round 1/c to 0
-    with np.errstate(all="ignore"):
-        inverse = np.divide(1, np.asarray(scalar_value(c), dtype=dtype))
-    if not np.isfinite(inverse) or inverse == 0:
+    value = scalar_value(c)
+    if not value:
         return None
-    return x * ng.constant(inverse, (), dtype=dtype)
+    # the inverse at full precision (scalar constants hold a Python float); it must not
+    # overflow or vanish in the division's dtype (an int c gives a float division here)
+    dtype = promote(x.dtype, c.dtype)
+    with np.errstate(all="ignore"):
+        rounded = np.asarray(1.0 / value, dtype=dtype)
+    if not np.isfinite(rounded) or rounded == 0:
+        return None
+    return x * ng.constant(1.0 / value, (), dtype=dtype)
 
 
 # -- the rules ---------------------------------------------------------------------------------
