@@ -1,0 +1,84 @@
+"""Layer configs as plain data: ``serialize_layer`` / ``deserialize_layer``.
+
+A serialized layer is ``{"class_name": "Affine", "config": layer.get_config()}``;
+containers nest these for their children. Deserializing looks the class up among the
+subclasses of ``Layer`` (so user-defined layers work once their module is imported),
+or in ``custom_objects``.
+
+One layer object may appear several times in a model (weights shared, a ``BranchNode``
+used by two branches of a ``Tree``). Its config then appears several times with the
+same class and name; ``deserialize_layer`` given one ``memo`` dict builds it once, so
+sharing survives the round trip.
+
+Example:
+    >>> cfg = serialize_layer(Affine(10, name="fc"))
+    >>> clone = deserialize_layer(cfg)
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+from typing import Any
+
+from .base import Layer, LayerError
+
+
+def layer_classes() -> dict[str, type[Layer]]:
+    """Every ``Layer`` subclass by class name (neon's own win a name clash)."""
+    found: dict[str, type[Layer]] = {}
+    stack: list[type[Layer]] = [Layer]
+    while stack:
+        for sub in stack.pop().__subclasses__():
+            stack.append(sub)
+            known = found.get(sub.__name__)
+            if known is None or (not known.__module__.startswith("neon.") and sub.__module__.startswith("neon.")):
+                found[sub.__name__] = sub
+    return found
+
+
+def serialize_layer(layer: Layer) -> dict[str, Any]:
+    """``{"class_name": ..., "config": ...}`` for ``layer``."""
+    if not isinstance(layer, Layer):
+        raise LayerError(f"serialize_layer: expected a neon Layer, received {type(layer).__name__}")
+    return {"class_name": type(layer).__name__, "config": layer.get_config()}
+
+
+def deserialize_layer(data: dict[str, Any], custom_objects: dict[str, type[Layer]] | None = None,
+                      memo: dict[tuple[str, str], Layer] | None = None) -> Layer:
+    """A new, unbuilt layer from ``serialize_layer``'s output.
+
+    Args:
+        data: ``{"class_name": ..., "config": ...}``.
+        custom_objects: extra classes by name (they win over the ``Layer`` subclasses).
+        memo: ``(class_name, name) -> layer`` shared across one model's configs, so a layer
+            that appears twice is built once.
+
+    Raises:
+        LayerError: malformed data or an unknown class name.
+    """
+    if not isinstance(data, dict) or "class_name" not in data or not isinstance(data.get("config", {}), dict):
+        raise LayerError(
+            f"deserialize_layer: expected {{'class_name': ..., 'config': {{...}}}}, received: {data!r}; "
+            "hint: pass what serialize_layer (or a container's get_config) produced"
+        )
+    name = data["class_name"]
+    classes = {**layer_classes(), **(custom_objects or {})}
+    cls = classes.get(name)
+    if cls is None:
+        raise LayerError(
+            f"deserialize_layer: expected a known layer class, received: {name!r}; "
+            "hint: import the module that defines it, or pass custom_objects={name: cls}"
+        )
+    config = copy.deepcopy(data.get("config", {}))
+    key = (name, config.get("name"))
+    if memo is not None and key[1] is not None and key in memo:
+        return memo[key]
+    # containers take the context along to build their children; plain layers take the config only
+    if "memo" in inspect.signature(cls.from_config).parameters:
+        layer = cls.from_config(config, custom_objects=custom_objects, memo=memo)
+    else:
+        layer = cls.from_config(config)
+    if memo is not None and key[1] is not None:
+        memo[key] = layer
+    return layer
