@@ -1,6 +1,7 @@
 """Compiler passes and the per-transformer pipeline."""
 
 from .linearize import linearize
+from .memory import MemoryPlan, MemoryReport
 from .pipeline import CompiledGraph, compile_graph
 
-__all__ = ["CompiledGraph", "compile_graph", "linearize"]
+__all__ = ["CompiledGraph", "MemoryPlan", "MemoryReport", "compile_graph", "linearize"]

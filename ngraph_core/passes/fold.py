@@ -4,7 +4,7 @@ An input is constant when it is a ``constant`` op or a ``broadcast`` of one (the
 the API gives scalars). The value is computed with the very kernels the NumPy
 transformer runs; float32 work runs in float64 (as on a ``float_dtype="float64"``
 transformer), so a folded scalar is the correctly rounded value on a float32 run
-and keeps full precision on a float64 run. Folded arrays are stored in the op's dtype.
+and keeps full precision on a float64 run.
 
 What is never folded: leaves, random ops (fresh values on every run), control ops
 (``assign``, ``sequential``, ``doall``, ``custom_gradient``), and ``broadcast`` itself
@@ -15,7 +15,10 @@ exception, because they are evaluated on the scalars alone.
 
 A result that holds one value everywhere becomes a scalar constant broadcast to the
 op's axes (which ``Pat.const`` and the simplify rules recognise); any other result
-becomes an array constant.
+becomes an array constant. Array constants hold their values in the op's dtype, so a
+float32 array result is folded only when float32 holds it exactly (a slice, a
+reorder, a max, ``2 * k``...): otherwise a float64 run of the graph, which computes
+the unfolded op in float64, would see a rounded value.
 """
 
 from __future__ import annotations
@@ -88,8 +91,11 @@ def _evaluate(op: Op) -> np.ndarray:
         return np.array(value(op), dtype=_evaluation_dtype(op), copy=True)
 
 
-def fold_op(op: Op) -> Op:
-    """The constant that ``op`` (all of whose sources are constant) evaluates to.
+def fold_op(op: Op) -> Op | None:
+    """The constant that ``op`` (all of whose sources are constant) evaluates to, or None.
+
+    None when the value is an array that the op's dtype cannot hold exactly (see the
+    module docstring).
 
     Example:
         >>> fold_op(ng.constant(2.0) * 3.0)  # constant 6.0
@@ -103,6 +109,8 @@ def fold_op(op: Op) -> Op:
     flat = value.ravel()
     if flat.size and (flat == flat[0]).all():
         return ng.broadcast_to(ng.constant(flat[0], (), dtype=op.dtype), op.axes)
+    if not np.array_equal(value.astype(op.dtype), value, equal_nan=True):
+        return None  # float64 work a float32 array would round: a float64 run must not see that
     return ng.constant(value, op.axes, dtype=op.dtype)
 
 

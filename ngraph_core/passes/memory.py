@@ -8,7 +8,8 @@ one arena for each buffer-owning op (``passes/liveness.py`` says which ops own o
    write over the buffer of a source that dies at this very step, when the two have
    the same shape and dtype, the source's buffer is not under a result, and no other
    source of the op reads that buffer through a view (``x + transpose(x)`` must not
-   overwrite ``x`` while reading it transposed). The op and its source then form one
+   overwrite ``x`` while reading it transposed; the very same source read twice, as in
+   ``x * x``, is fine for a position-wise kernel). The op and its source then form one
    buffer, live over both intervals.
 3. **Placement**, best fit: buffers are placed one by one (largest first; also tried
    by start step, the smaller arena wins) at the aligned gap, between the buffers
@@ -16,7 +17,9 @@ one arena for each buffer-owning op (``passes/liveness.py`` says which ops own o
    after all of them. Two buffers live at one step never share a byte.
 
 The executor carves each op's output out of one arena allocation:
-``arena[offset : offset + nbytes].view(dtype).reshape(shape)``.
+``arena[offset : offset + nbytes].view(dtype).reshape(shape)``. ``unplanned_bytes``, the
+no-reuse figure, sums the same buffers each rounded up to the alignment, as separate
+aligned allocations would take; so the arena never exceeds it.
 """
 
 from __future__ import annotations

@@ -18,6 +18,7 @@ from ..ir import Op, OpType, format_graph, toposort, verify
 from ..pattern import PatternMatcher, graph_rewrite
 from .fusion import fuse_elementwise
 from .linearize import control_dependencies, linearize, snapshot_reads
+from .memory import MemoryPlan, plan_memory
 
 GraphPass = Callable[[list[Op]], list[Op]]
 
@@ -36,11 +37,14 @@ class CompiledGraph:
         order: every needed op, in run order.
         snapshots: values the executor must copy when computed, for the ops after the first
             assign that read them (``linearize.snapshot_reads``).
+        memory: where each temporary lives in the computation's arena (results are fresh
+            arrays each call, outside it).
     """
 
     results: tuple[Op, ...]
     order: tuple[Op, ...]
-    snapshots: frozenset[Op] = frozenset()
+    snapshots: frozenset[Op]
+    memory: MemoryPlan
 
     @property
     def variables(self) -> list[Op]:
@@ -65,13 +69,15 @@ def passes_for(optimize: bool = True, extra_rules: PatternMatcher | None = None)
 
 
 def compile_graph(results: Sequence[Op], optimize: bool = True,
-                  extra_rules: PatternMatcher | None = None) -> CompiledGraph:
-    """Run the passes over ``results``, then linearize.
+                  extra_rules: PatternMatcher | None = None,
+                  dtype_of: Callable[[Op], str] = lambda op: op.dtype) -> CompiledGraph:
+    """Run the passes over ``results``, linearize, and plan memory.
 
     Args:
         results: the ops the computation returns.
-        optimize: False runs no optimizing pass (user rules still apply).
+        optimize: False runs no optimizing pass and no in-place reuse (user rules still apply).
         extra_rules: a ``PatternMatcher`` of user rewrite rules, applied first.
+        dtype_of: the dtype each op has on the transformer (sizes the memory plan).
     """
     level = _debug_level()
     check = os.environ.get("NG_CHECK", "") not in ("", "0")
@@ -89,6 +95,12 @@ def compile_graph(results: Sequence[Op], optimize: bool = True,
             print(f"[ngraph] pass {name}: {1e3 * (time.perf_counter() - start):.2f} ms{counts}", file=sys.stderr)
         if level >= 3:
             print(format_graph(roots), file=sys.stderr)
+    start = time.perf_counter()
     control = control_dependencies(toposort(roots))
     order = linearize(roots, control)
-    return CompiledGraph(tuple(roots), tuple(order), frozenset(snapshot_reads(order, control)))
+    memory = plan_memory(order, roots, dtype_of=dtype_of, in_place=optimize, results_in_arena=False)
+    if level >= 1:
+        print(f"[ngraph] linearize + memory plan: {1e3 * (time.perf_counter() - start):.2f} ms, "
+              f"{len(order)} steps, arena {memory.arena_bytes} B (no reuse {memory.unplanned_bytes} B)",
+              file=sys.stderr)
+    return CompiledGraph(tuple(roots), tuple(order), frozenset(snapshot_reads(order, control)), memory)

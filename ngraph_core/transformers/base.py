@@ -17,7 +17,7 @@ import numpy as np
 
 from ..errors import AxesError, DTypeError, FeedError, NgraphError, UnsupportedOpError
 from ..ir import Op, OpGroup, OpType, format_axes, format_op
-from ..passes import CompiledGraph, compile_graph
+from ..passes import CompiledGraph, MemoryPlan, MemoryReport, compile_graph
 from ..pattern import PatternMatcher
 from .kernels import KERNELS, KernelContext
 
@@ -44,7 +44,8 @@ class Computation:
         self.transformer = transformer
         self.placeholders = tuple(placeholders)
         self.single = single
-        self.graph: CompiledGraph = compile_graph(results, transformer.optimize, transformer.extra_rules)
+        self.graph: CompiledGraph = compile_graph(results, transformer.optimize, transformer.extra_rules,
+                                                  transformer.dtype_of)
         self.source, self._fn = transformer._build(self.graph, self.placeholders)
 
     def __call__(self, *values: Any) -> Any:
@@ -56,6 +57,19 @@ class Computation:
             )
         out = self._fn(*values)
         return out[0] if self.single else out
+
+    @property
+    def memory_plan(self) -> MemoryPlan:
+        """Where each temporary lives in this computation's arena (``ng.viz.memory_plot`` draws it)."""
+        return self.graph.memory
+
+    def memory_report(self) -> MemoryReport:
+        """Arena bytes, bytes without reuse, persistent (variable) bytes and live bytes per step.
+
+        Example:
+            >>> print(f.memory_report())  # arena vs no reuse, with the reuse ratio
+        """
+        return self.graph.memory.report()
 
     def __repr__(self) -> str:
         return f"<Computation of {len(self.graph.order)} ops on {self.transformer.name}>"
@@ -210,22 +224,24 @@ class Transformer:
     def _buffers(self, graph: CompiledGraph) -> tuple[dict[Op, str], dict[str, Any]]:
         """For each buffer-owning op, the expression giving its output buffer, and the globals it uses.
 
-        Results get a fresh array every call (the user keeps it); every other op gets a
-        persistent buffer allocated once, so a call allocates nothing else.
+        Results get a fresh array every call (the user keeps it). Every other op writes into
+        its view of one arena allocated once, at the offset the memory plan chose (an op
+        running in place shares its source's offset), so a call allocates nothing else.
         """
         exprs: dict[Op, str] = {}
         env: dict[str, Any] = {}
-        results = set(graph.results)
-        xp = self.xp
+        plan, xp = graph.memory, self.xp
+        arena = xp.empty(max(plan.arena_bytes, 1), dtype=xp.uint8)
         for i, op in enumerate(graph.order):
             if not owns_buffer(op):
                 continue
             shape, dtype = op.axes.lengths, self.dtype_of(op)
-            if op in results:
+            if op not in plan.offsets:  # a result
                 env[f"new{i}"] = lambda shape=shape, dtype=dtype: xp.empty(shape, dtype=dtype)
                 exprs[op] = f"new{i}()"
             else:
-                env[f"buf{i}"] = xp.empty(shape, dtype=dtype)
+                offset = plan.offsets[op]
+                env[f"buf{i}"] = arena[offset:offset + plan.sizes[op]].view(dtype).reshape(shape)
                 exprs[op] = f"buf{i}"
         return exprs, env
 
