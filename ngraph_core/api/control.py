@@ -2,14 +2,19 @@
 
 Execution order, as the compiler schedules it (``passes/linearize.py``):
 
-* ``sequential([a, b, c])`` runs ``a``, then ``b``, then ``c`` — each with those of
-  its inputs not already computed for an earlier element — and has ``c``'s value.
-  So ``sequential([assign(v, v + 1), v * 2])`` sees the new ``v``.
-* Everywhere else (``doall``, a computation's results) every pure computation that
-  does not depend on an assignment runs before any assignment, and assignments run
-  in the order given. So gradients read the weights as they were before the update.
-* ``assign`` has the assigned value, so ``assign(W, W + assign(v, ...))`` reads the
-  new ``v`` through plain data flow (momentum).
+* ``sequential([a, b, c])`` runs ``a``, then ``b``, then ``c`` — each with those of its
+  inputs not already computed for an earlier element — and has ``c``'s value. So
+  ``sequential([assign(v, v + 1), v * 2])`` sees the new ``v``.
+* An op sees a variable's *old* value unless it is ordered after the assign to that
+  variable (by data flow, or by ``sequential``). So in ``doall([assign(W, W - lr * dW),
+  assign(b, b - lr * db)])`` both gradients read the weights from before the update, and
+  ``doall([assign(a, b), assign(b, a)])`` swaps. Assignments to one variable run in the
+  order given.
+* ``assign`` has the assigned value, so ``assign(W, W + assign(v, ...))`` reads the new
+  ``v`` through plain data flow (momentum).
+
+Within those rules each update runs as soon as its inputs are ready, so a training step
+does not hold every gradient at once.
 """
 
 from __future__ import annotations

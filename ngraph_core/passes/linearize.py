@@ -5,17 +5,31 @@ Rules (documented for users in ``api/control.py``):
 1. An op runs after its sources.
 2. ``sequential([s1, ..., sk])``: the ops only ``s_i`` needs (not needed by an
    earlier element) run after ``s_(i-1)`` — a control dependency.
-3. An op is *late* when it is an ``assign`` or depends, by data or control, on one.
-   Every op that is not late runs before any late op; late ops run in the
-   depth-first order of the results (so a ``doall``'s assignments run in list order).
-   Hence gradients read the weights from before the update.
+3. An ``assign`` to a variable runs after every op that reads the variable's old value
+   (reads it, or a view of it, without depending on that assign) — an anti-dependency.
+   So gradients read the weights from before the update, and assignments run in the
+   depth-first order of the results (a ``doall``'s in list order).
+
+Under rule 3 each update runs as soon as its gradient is ready, so its temporaries die
+early (this is what keeps a training step's arena small). When anti-dependencies form a
+cycle — ``doall([assign(a, b), assign(b, a)])`` reads each variable before the other's
+assign — the order falls back to *phases*: every op that does not depend on an assign
+first, then the rest, and the executor copies the early values a late op would
+otherwise see overwritten (``snapshot_reads``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-from ..ir import Op, OpGroup, OpType, toposort
+from ..errors import NgraphError
+from ..ir import Op, OpGroup, OpType, format_op, toposort
+
+Deps = Callable[[Op], Sequence[Op]]
+
+
+class OrderCycle(NgraphError):
+    """The ordering constraints of a graph contradict each other."""
 
 
 def control_dependencies(ops: Sequence[Op]) -> dict[Op, list[Op]]:
@@ -25,31 +39,32 @@ def control_dependencies(ops: Sequence[Op]) -> dict[Op, list[Op]]:
         if op.op is not OpType.SEQUENTIAL:
             continue
         seen = set(toposort([op.src[0]]))
-        for prev, cur in zip(op.src, op.src[1:]):
+        for i, cur in enumerate(op.src[1:], start=1):
             for o in toposort([cur]):
                 if o in seen:
                     continue
                 seen.add(o)
                 if o.src:
-                    control.setdefault(o, []).append(prev)
+                    # after every earlier element, not just the previous one: a leaf or an
+                    # already computed element must not break the chain
+                    control.setdefault(o, []).extend(op.src[:i])
     return control
 
 
-def linearize(results: Sequence[Op], control: dict[Op, list[Op]] | None = None) -> list[Op]:
-    """Every op the ``results`` need, in execution order (see the module docstring)."""
-    control = control_dependencies(toposort(results)) if control is None else control
-
-    def deps(op: Op) -> tuple[Op, ...]:
-        return op.src + tuple(control.get(op, ()))
-
-    # one depth-first walk over data and control edges gives a valid order ...
+def _depth_first(results: Sequence[Op], deps: Deps) -> list[Op]:
+    """Ops in depth-first post-order over ``deps``; raises ``OrderCycle`` on a cycle."""
     order: list[Op] = []
     placed: set[Op] = set()
+    started: set[Op] = set()
     stack = [(r, 0) for r in reversed(results)]
     while stack:
         op, i = stack.pop()
         if op in placed:
             continue
+        if i == 0:
+            if op in started:  # its own frame is still below: it depends on itself
+                raise OrderCycle(f"ordering cycle through {format_op(op)}")
+            started.add(op)
         d = deps(op)
         if i < len(d):
             stack.append((op, i + 1))
@@ -57,7 +72,57 @@ def linearize(results: Sequence[Op], control: dict[Op, list[Op]] | None = None) 
         else:
             placed.add(op)
             order.append(op)
-    # ... and its early ops, then its late ops, is one too (early ops never depend on late ones)
+    return order
+
+
+def anti_dependencies(order: Sequence[Op], deps: Deps) -> dict[Op, list[Op]]:
+    """For each ``assign``, the ops that must run first: readers of its variable's old value
+    (rule 3), and the earlier assigns to the same variable (they keep their order)."""
+    bit: dict[Op, int] = {}
+    after: dict[Op, int] = {}  # bitmask of the assigns each op depends on
+    readers: dict[Op, list[Op]] = {}
+    for op in order:
+        mask = 0
+        for d in deps(op):
+            mask |= after[d] | bit.get(d, 0)
+        after[op] = mask
+        if op.op is OpType.ASSIGN:
+            bit[op] = 1 << len(bit)
+        for s in op.src[1:] if op.op is OpType.ASSIGN else op.src:
+            var = viewed_variable(s)
+            if var is not None and s.op is not OpType.ASSIGN:
+                readers.setdefault(var, []).append(op)
+    earlier: dict[Op, list[Op]] = {}
+    for a in bit:
+        earlier.setdefault(a.src[0], []).append(a)
+    return {a: [r for r in readers.get(a.src[0], ()) if r is not a and not after[r] & bit[a]]
+            + [e for e in earlier[a.src[0]] if bit[e] < bit[a]] for a in bit}
+
+
+def linearize(results: Sequence[Op], control: dict[Op, list[Op]] | None = None) -> list[Op]:
+    """Every op the ``results`` need, in execution order (see the module docstring).
+
+    Raises:
+        NgraphError: ``sequential`` orders that contradict each other.
+    """
+    control = control_dependencies(toposort(results)) if control is None else control
+
+    def deps(op: Op) -> tuple[Op, ...]:
+        return op.src + tuple(control.get(op, ()))
+
+    try:
+        order = _depth_first(results, deps)
+    except OrderCycle as exc:
+        raise NgraphError(
+            f"linearize: the sequential orders of this graph contradict each other ({exc}); "
+            "hint: one sequential([a, b]) and another sequential([b, a]) cannot both hold"
+        ) from None
+    anti = anti_dependencies(order, deps)
+    try:
+        return _depth_first(results, lambda op: deps(op) + tuple(anti.get(op, ())))
+    except OrderCycle:
+        pass
+    # phases: ops that do not depend on an assign, then the rest (early ops never depend on late ones)
     late: set[Op] = set()
     for op in order:
         if op.op is OpType.ASSIGN or any(d in late for d in deps(op)):

@@ -16,15 +16,27 @@ from dataclasses import dataclass
 
 from ..ir import Op, OpType, format_graph, toposort, verify
 from ..pattern import PatternMatcher, graph_rewrite
+from .cse import cse
+from .dce import dce
+from .fold import fold
 from .fusion import fuse_elementwise
+from .layout import layout
 from .linearize import control_dependencies, linearize, snapshot_reads
 from .memory import MemoryPlan, plan_memory
+from .simplify import simplify
 
 GraphPass = Callable[[list[Op]], list[Op]]
 
-# the optimizing passes, in order
+# the optimizing passes, in order. Layout runs before fusion: sinking transposes gives
+# fusion longer chains, and nothing can look inside a fused op afterwards. (``decompose``
+# is for backends without a kernel for some op; NumPy and CuPy have them all.)
 OPTIMIZATIONS: list[tuple[str, GraphPass]] = [
-    ("fuse_elementwise", fuse_elementwise),
+    ("simplify", simplify),                  # algebraic identities, one rule per line
+    ("fold", fold),                          # constant subgraphs evaluated at compile time
+    ("cse", cse),                            # equal ops from different scopes merged
+    ("dce", dce),                            # elements of sequential/doall with no effect dropped
+    ("layout", layout),                      # needless transposes removed or sunk
+    ("fuse_elementwise", fuse_elementwise),  # element-wise chains (+ a dot head) -> one kernel
 ]
 
 

@@ -30,11 +30,13 @@ def step_function(xp: Any, kind: OpType) -> Callable[..., Any]:
         return lambda o, x: xp.maximum(x, 0, out=o)
     if kind is OpType.SIGMOID:
         def sigmoid(o, x):
-            # 0.5 * (1 + tanh(x / 2)) never overflows, unlike 1 / (1 + exp(-x))
-            xp.multiply(x, 0.5, out=o)
-            xp.tanh(o, out=o)
-            xp.add(o, 1.0, out=o)
-            return xp.multiply(o, 0.5, out=o)
+            # with e = exp(-|x|): 1 / (1 + e) for x >= 0 and e / (1 + e) below; never overflows
+            # and keeps full relative precision in both tails (tanh forms lose the lower one)
+            e = xp.exp(-xp.abs(x))
+            xp.add(e, 1.0, out=o)
+            xp.reciprocal(o, out=o)
+            xp.multiply(o, e, out=o, where=x < 0)
+            return o
 
         return sigmoid
     if kind is OpType.RSQRT:
