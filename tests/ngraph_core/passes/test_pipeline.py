@@ -1,0 +1,131 @@
+"""The compile pipeline as a user sees it: optimize on/off, user rules, NG_DEBUG, memory report, plot."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import ngraph_core as ng
+from ngraph_core.ir import OpType
+from ngraph_core.pattern import Pat
+from ngraph_core.transformers.kernels import fused as fused_kernels
+
+F, H, Y, N = (ng.make_axis(n, name=s) for n, s in [(6, "F"), (5, "H"), (3, "Y"), (4, "N")])
+
+
+def mlp_step():
+    """A two-layer MLP training step with momentum; returns (loss, update, X, T, variables)."""
+    rng = np.random.default_rng(0)
+    X, T = ng.placeholder([F, N]), ng.placeholder([Y, N])
+    W1 = ng.variable([H, F], rng.standard_normal((5, 6)).astype(np.float32) * 0.5)
+    W2 = ng.variable([Y, H], rng.standard_normal((3, 5)).astype(np.float32) * 0.5)
+    b1, b2 = ng.variable([H], 0.1), ng.variable([Y], -0.1)
+    logits = ng.dot(W2, ng.relu(ng.dot(W1, X) + b1)) + b2
+    loss = ng.cross_entropy_multi(ng.softmax(logits), T) / ng.batch_size(logits)
+    params = [W1, b1, W2, b2]
+    updates = []
+    for p, g in zip(params, ng.gradients(loss, params)):
+        v = ng.variable(p.axes, 0.0)
+        updates.append(ng.assign(p, p + ng.assign(v, 0.9 * v - 0.1 * g)))
+    return loss, ng.doall(updates), X, T, params
+
+
+def train(optimize: bool, steps: int = 4):
+    loss, update, X, T, params = mlp_step()
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((6, 4)).astype(np.float32)
+    t = np.eye(3, dtype=np.float32)[rng.integers(0, 3, 4)].T.copy()
+    with ng.transformers.make_transformer(optimize=optimize) as tr:
+        step = tr.computation([loss, update], X, T)
+        losses = [float(step(x, t)[0]) for _ in range(steps)]
+        return losses, [tr.read_variable(p) for p in params], step
+
+
+def test_optimized_training_matches_unoptimized():
+    losses_opt, weights_opt, step_opt = train(optimize=True)
+    losses_ref, weights_ref, step_ref = train(optimize=False)
+    np.testing.assert_allclose(losses_opt, losses_ref, rtol=1e-5)
+    for a, b in zip(weights_opt, weights_ref):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    assert losses_opt[-1] < losses_opt[0]
+    # the optimized plan is shorter and fused; the unoptimized one runs the graph as built
+    assert len(step_opt.graph.order) < len(step_ref.graph.order)
+    assert any(op.op is OpType.FUSED for op in step_opt.graph.order)
+    assert not any(op.op is OpType.FUSED for op in step_ref.graph.order)
+
+
+def test_a_user_rule_is_applied_by_the_transformer():
+    x = ng.placeholder([F])
+    y = ng.tanh(x) * 3.0
+    swap = [(Pat(OpType.TANH, (Pat.var("a"),)), lambda a: ng.sigmoid(a))]  # tanh(a) -> sigmoid(a)
+    xv = np.linspace(-2, 2, 6).astype(np.float32)
+    for optimize in (True, False):
+        with ng.transformers.make_transformer(extra_rules=swap, optimize=optimize) as t:
+            f = t.computation(y, x)
+            np.testing.assert_allclose(f(xv), 3.0 / (1.0 + np.exp(-xv)), rtol=1e-6)
+    with ng.transformers.make_transformer() as t:  # without the rule: tanh
+        np.testing.assert_allclose(t.computation(y, x)(xv), 3.0 * np.tanh(xv), rtol=1e-6)
+
+
+def test_ng_debug_levels_print_passes_counts_and_graphs(monkeypatch, capfd):
+    x = ng.placeholder([F])
+    y = ng.exp(x * 1.0) + 0.0
+    for level, expect, absent in [("1", "pass simplify", "->"), ("2", "ops", "%0 ="), ("3", "%0 =", None)]:
+        monkeypatch.setenv("NG_DEBUG", level)
+        with ng.transformers.make_transformer() as t:
+            t.computation(y, x)
+        err = capfd.readouterr().err
+        assert expect in err and "pass fuse_elementwise" in err
+        if absent:
+            assert absent not in err
+
+
+def test_ng_check_verifies_after_every_pass(monkeypatch):
+    import ngraph_core.passes.pipeline as pipeline
+
+    calls = []
+    monkeypatch.setattr(pipeline, "verify", lambda roots: calls.append(len(roots)))
+    monkeypatch.setenv("NG_CHECK", "1")
+    x = ng.placeholder([F])
+    with ng.transformers.make_transformer() as t:
+        t.computation(ng.exp(x), x)
+    assert len(calls) == 1 + len(pipeline.OPTIMIZATIONS)
+
+
+def test_memory_report_figures_add_up():
+    loss, update, X, T, params = mlp_step()
+    with ng.transformers.make_transformer() as t:
+        step = t.computation([loss, update], X, T)
+        report = step.memory_report()
+        plan = step.memory_plan
+    assert 0 < report.arena_bytes <= report.unplanned_bytes
+    assert report.arena_bytes >= max(report.live_bytes)
+    assert len(report.live_bytes) == len(step.graph.order)
+    variables = {op for op in step.graph.order if op.op is OpType.VARIABLE}
+    assert report.persistent_bytes == sum(v.axes.size * 4 for v in variables)
+    assert set(plan.offsets) <= set(step.graph.order)
+    assert "reuse ratio" in str(report)
+
+
+def test_memory_plot_of_a_computation(tmp_path):
+    loss, update, X, T, _ = mlp_step()
+    with ng.transformers.make_transformer() as t:
+        step = t.computation([loss, update], X, T)
+        path = ng.viz.memory_plot(step, tmp_path / "memory.png")
+    data = open(path, "rb").read()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_fused_kernel_blocks_and_threads_agree_with_numpy(monkeypatch, threads):
+    monkeypatch.setattr(fused_kernels, "_threads", lambda: threads)
+    monkeypatch.setattr(fused_kernels, "_pool", None)
+    E = ng.make_axis(fused_kernels.PARALLEL_MIN_ELEMENTS + 12345, name="E")  # several blocks, ragged end
+    a, b = ng.placeholder([E]), ng.placeholder([E])
+    y = ng.tanh(a * b + 1.0) * 0.5 + ng.exp(-ng.abs(a))
+    rng = np.random.default_rng(0)
+    av, bv = rng.standard_normal(E.length).astype(np.float32), rng.standard_normal(E.length).astype(np.float32)
+    with ng.transformers.make_transformer() as t:
+        f = t.computation(y, a, b)
+        assert [op.op for op in f.graph.order].count(OpType.FUSED) == 1
+        np.testing.assert_allclose(f(av, bv), np.tanh(av * bv + 1) * 0.5 + np.exp(-np.abs(av)), rtol=2e-6, atol=1e-6)
