@@ -35,12 +35,10 @@ def make_batch(rng):
     return rng.standard_normal((BATCH, SIZES[0])).astype("float32"), rng.integers(0, SIZES[-1], size=BATCH)
 
 
-def build_ngraph(threads: int) -> tuple[Step, str]:
-    import numpy as np
-
+def build_graph(rng):
+    """The ngraph model: (loss, update, logits, X, T), weights drawn from ``rng`` (same order as torch)."""
     import ngraph_core as ng
 
-    rng = np.random.default_rng(0)
     F, H1, H2, Y = (ng.make_axis(n, name) for n, name in zip(SIZES, ("F", "H1", "H2", "Y"), strict=True))
     N = ng.make_axis(BATCH, name="N")
     X = ng.placeholder([F, N], name="X")
@@ -63,8 +61,18 @@ def build_ngraph(threads: int) -> tuple[Step, str]:
         v = ng.variable(p.axes, initial_value=0.0, name=f"v_{p.name}")
         updates.append(ng.assign(p, p + ng.assign(v, MOMENTUM * v - LR * g)))
 
+    return loss, ng.doall(updates), h, X, T
+
+
+def build_ngraph(threads: int) -> tuple[Step, str]:
+    import numpy as np
+
+    import ngraph_core as ng
+
+    rng = np.random.default_rng(0)
+    loss, update, _, X, T = build_graph(rng)
     t = ng.transformers.make_transformer()
-    train = t.computation([loss, ng.doall(updates)], X, T)
+    train = t.computation([loss, update], X, T)
     x, labels = make_batch(rng)
     xT, targets = np.ascontiguousarray(x.T), np.eye(SIZES[-1], dtype="float32")[labels].T.copy()
     return (lambda: train(xT, targets)), f"ngraph_core numpy, {blas_info()}"
