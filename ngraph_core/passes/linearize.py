@@ -166,3 +166,32 @@ def snapshot_reads(order: Sequence[Op], control: dict[Op, list[Op]]) -> set[Op]:
         if op.op is OpType.ASSIGN:
             assigns_so_far.append(op)
     return needed
+
+
+def values_into_variables(order: Sequence[Op], results: Sequence[Op],
+                          may_run_in_place: Callable[[Op], bool]) -> dict[Op, Op]:
+    """``assign`` values that may be computed straight into their variable's storage: value -> variable.
+
+    A value qualifies when it runs just before its assign (so every reader of the old
+    contents has already run), nothing else reads it, it is not a result, it owns a
+    buffer, and it reads the variable only position by position (``may_run_in_place``)
+    and only directly — never through a view such as a transpose. The assign then has
+    nothing left to copy.
+    """
+    users: dict[Op, int] = {}
+    for op in order:
+        for s in set(op.src):
+            users[s] = users.get(s, 0) + 1
+    results = set(results)
+    into: dict[Op, Op] = {}
+    for prev, op in zip(order, order[1:]):
+        if op.op is not OpType.ASSIGN or op.src[1] is not prev:
+            continue
+        var, value = op.src
+        if value in results or users.get(value) != 1 or value.op in OpGroup.NO_BUFFER or value.dtype != var.dtype:
+            continue
+        reads = [s for s in value.src if viewed_variable(s) is var]
+        if reads and (not may_run_in_place(value) or any(s is not var for s in reads)):
+            continue
+        into[value] = var
+    return into

@@ -25,7 +25,7 @@ aligned allocations would take; so the arena never exceeds it.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -169,6 +169,7 @@ def plan_memory(
     in_place: bool = True,
     may_run_in_place: Callable[[Op], bool] = can_run_in_place,
     results_in_arena: bool = True,
+    outside: Collection[Op] = (),
 ) -> MemoryPlan:
     """Pack every buffer of the linearized plan ``order`` into one arena (see the module docstring).
 
@@ -183,6 +184,8 @@ def plan_memory(
             fresh array of its own (handed to the user): those results then get no offset,
             never run in place, and count in none of the figures. Buffers that results
             *view* stay in the arena, live to the end.
+        outside: more buffer-owning ops whose output the executor puts elsewhere (an
+            assign's value written straight into its variable): no offset, no figures.
 
     Returns:
         A ``MemoryPlan``.
@@ -199,9 +202,9 @@ def plan_memory(
         raise ValueError(f"plan_memory: expected a positive int alignment, received {alignment!r}")
     order = tuple(order)
     intervals = liveness(order, results)
-    if not results_in_arena:
-        fresh = set(results)
-        intervals = {op: interval for op, interval in intervals.items() if op not in fresh}
+    elsewhere = set(outside) | (set() if results_in_arena else set(results))
+    if elsewhere:
+        intervals = {op: interval for op, interval in intervals.items() if op not in elsewhere}
     sizes = {op: nbytes(op, dtype_of) for op in intervals}
     reuse = _in_place(order, results, intervals, dtype_of, may_run_in_place) if in_place else {}
 
@@ -247,7 +250,8 @@ def _in_place(order: Sequence[Op], results: Sequence[Op], intervals: dict[Op, In
         if not may_run_in_place(op):
             continue
         for source in dict.fromkeys(op.src):
-            if (owners[source] is not source or source in under_results or intervals[source].end != step
+            if (owners[source] is not source or source not in intervals or source in under_results
+                    or intervals[source].end != step
                     or source.axes.lengths != op.axes.lengths or dtype_of(source) != dtype_of(op)):
                 continue
             # reading the same buffer through a different view (a transpose, a slice) while overwriting it

@@ -21,8 +21,8 @@ from .dce import dce
 from .fold import fold
 from .fusion import fuse_elementwise
 from .layout import layout
-from .linearize import control_dependencies, linearize, snapshot_reads
-from .memory import MemoryPlan, plan_memory
+from .linearize import control_dependencies, linearize, snapshot_reads, values_into_variables
+from .memory import MemoryPlan, can_run_in_place, plan_memory
 from .simplify import simplify
 
 GraphPass = Callable[[list[Op]], list[Op]]
@@ -51,12 +51,15 @@ class CompiledGraph:
             assign that read them (``linearize.snapshot_reads``).
         memory: where each temporary lives in the computation's arena (results are fresh
             arrays each call, outside it).
+        into_variables: assign values the executor computes straight into their variable's
+            storage (value -> variable; ``linearize.values_into_variables``).
     """
 
     results: tuple[Op, ...]
     order: tuple[Op, ...]
     snapshots: frozenset[Op]
     memory: MemoryPlan
+    into_variables: dict[Op, Op]
 
     @property
     def variables(self) -> list[Op]:
@@ -110,9 +113,11 @@ def compile_graph(results: Sequence[Op], optimize: bool = True,
     start = time.perf_counter()
     control = control_dependencies(toposort(roots))
     order = linearize(roots, control)
-    memory = plan_memory(order, roots, dtype_of=dtype_of, in_place=optimize, results_in_arena=False)
+    into = values_into_variables(order, roots, can_run_in_place) if optimize else {}
+    memory = plan_memory(order, roots, dtype_of=dtype_of, in_place=optimize, results_in_arena=False,
+                         outside=into)
     if level >= 1:
         print(f"[ngraph] linearize + memory plan: {1e3 * (time.perf_counter() - start):.2f} ms, "
               f"{len(order)} steps, arena {memory.arena_bytes} B (no reuse {memory.unplanned_bytes} B)",
               file=sys.stderr)
-    return CompiledGraph(tuple(roots), tuple(order), frozenset(snapshot_reads(order, control)), memory)
+    return CompiledGraph(tuple(roots), tuple(order), frozenset(snapshot_reads(order, control)), memory, into)

@@ -231,12 +231,16 @@ class Transformer:
         exprs: dict[Op, str] = {}
         env: dict[str, Any] = {}
         plan, xp = graph.memory, self.xp
+        position = {op: i for i, op in enumerate(graph.order)}
         arena = xp.empty(max(plan.arena_bytes, 1), dtype=xp.uint8)
         for i, op in enumerate(graph.order):
             if not owns_buffer(op):
                 continue
             shape, dtype = op.axes.lengths, self.dtype_of(op)
-            if op not in plan.offsets:  # a result
+            var = graph.into_variables.get(op)
+            if var is not None:  # an assign's value, computed straight into the variable's storage
+                exprs[op] = f"var{position[var]}"  # the global its variable step binds
+            elif op not in plan.offsets:  # a result
                 env[f"new{i}"] = lambda shape=shape, dtype=dtype: xp.empty(shape, dtype=dtype)
                 exprs[op] = f"new{i}()"
             else:

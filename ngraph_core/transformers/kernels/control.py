@@ -10,8 +10,9 @@ def assign(op: Op, kc: KernelContext) -> Kernel:
     xp = kc.xp
 
     def assign_kernel(var, value):
-        # copyto buffers overlapping memory, so value may alias var
-        xp.copyto(var, value, casting="unsafe")
+        # the value may already be the variable (computed into it); copyto buffers other overlaps
+        if value is not var:
+            xp.copyto(var, value, casting="unsafe")
         return var
 
     return assign_kernel

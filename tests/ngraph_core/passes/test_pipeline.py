@@ -129,3 +129,28 @@ def test_fused_kernel_blocks_and_threads_agree_with_numpy(monkeypatch, threads):
         f = t.computation(y, a, b)
         assert [op.op for op in f.graph.order].count(OpType.FUSED) == 1
         np.testing.assert_allclose(f(av, bv), np.tanh(av * bv + 1) * 0.5 + np.exp(-np.abs(av)), rtol=2e-6, atol=1e-6)
+
+
+def test_update_values_are_computed_straight_into_their_variables():
+    loss, update, X, T, params = mlp_step()
+    with ng.transformers.make_transformer() as t:
+        step = t.computation([loss, update], X, T)
+    into = step.graph.into_variables
+    # every momentum update p + assign(v, ...) writes into p; nothing of them is in the arena
+    assert {var for var in into.values()} >= set(params)
+    assert not set(into) & set(step.memory_plan.offsets)
+    for value, var in into.items():
+        assert f"var{step.graph.order.index(var)}, " in next(
+            line for line in step.source.splitlines() if line.strip().startswith(f"v{step.graph.order.index(value)} ="))
+
+
+def test_a_value_that_reads_its_variable_transposed_is_not_computed_into_it():
+    S = ng.make_axis(3, name="S")
+    S2 = ng.make_axis(3, name="S2")
+    m = ng.variable([S, S2], np.arange(9, dtype=np.float32).reshape(3, 3))
+    transposed = ng.cast_axes(ng.axes_with_order(m, [S2, S]), [S, S2])
+    with ng.transformers.make_transformer() as t:
+        f = t.computation(ng.doall([ng.assign(m, m + transposed)]))
+        assert not f.graph.into_variables
+        f()
+        np.testing.assert_array_equal(t.read_variable(m), np.arange(9).reshape(3, 3) + np.arange(9).reshape(3, 3).T)
