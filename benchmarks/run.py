@@ -5,6 +5,11 @@ at once; run A B A B ... for ``--pairs`` pairs, take each side's median, and the
 paired ratios ours/theirs, which cancels most of the drift of a shared machine. Report 1 and 2
 threads side by side (1-thread figures are steadier).
 
+A benchmark file may set, at module level, ``SIDES`` (default ``("ngraph", "torch")``, ours
+first) and ``STEPS`` / ``WARMUP`` (the timed and untimed steps per process when ``--steps`` /
+``--warmup`` are not given; default 100 and 20). They are read from the file's source, without
+importing it. A side whose JSON report has ``peak_rss_mib`` gets a peak-RSS column.
+
 Usage:
     python benchmarks/run.py mlp_step --pairs 5 --threads 1 2
 """
@@ -12,6 +17,7 @@ Usage:
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import os
 import statistics
@@ -23,6 +29,18 @@ from harness import THREAD_VARS
 
 HERE = Path(__file__).resolve().parent
 SIDES = ("ngraph", "torch")  # ours first: the ratio is ours / theirs
+DEFAULTS = {"SIDES": SIDES, "STEPS": 100, "WARMUP": 20}
+
+
+def module_settings(benchmark: str) -> dict:
+    """``SIDES``, ``STEPS`` and ``WARMUP`` as the benchmark file assigns them (literals), else the defaults."""
+    settings = dict(DEFAULTS)
+    tree = ast.parse((HERE / f"{benchmark}.py").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
+                and node.targets[0].id in settings:
+            settings[node.targets[0].id] = ast.literal_eval(node.value)
+    return settings
 
 
 def run_side(benchmark: str, side: str, threads: int, extra: list[str]) -> dict:
@@ -35,20 +53,25 @@ def run_side(benchmark: str, side: str, threads: int, extra: list[str]) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def measure(benchmark: str, threads: int, pairs: int, extra: list[str]) -> dict:
+def measure(benchmark: str, sides: tuple[str, str], threads: int, pairs: int, extra: list[str]) -> dict:
     """Alternate the two sides ``pairs`` times; medians per side and of the paired ratios."""
     ours, theirs, ratios, backends = [], [], [], {}
+    rss: dict[str, list[float]] = {side: [] for side in sides}
     for k in range(pairs):
-        a, b = (run_side(benchmark, side, threads, extra) for side in SIDES)
+        a, b = (run_side(benchmark, side, threads, extra) for side in sides)
         ours.append(a["median_ms"])
         theirs.append(b["median_ms"])
         ratios.append(a["median_ms"] / b["median_ms"])
-        backends = {SIDES[0]: a["backend"], SIDES[1]: b["backend"]}
-        print(f"  {benchmark} threads={threads} pair {k + 1}/{pairs}: {SIDES[0]} {a['median_ms']:.2f} ms, "
-              f"{SIDES[1]} {b['median_ms']:.2f} ms, ratio {ratios[-1]:.2f}", file=sys.stderr)
+        backends = {sides[0]: a["backend"], sides[1]: b["backend"]}
+        for side, report in zip(sides, (a, b)):
+            if "peak_rss_mib" in report:
+                rss[side].append(report["peak_rss_mib"])
+        print(f"  {benchmark} threads={threads} pair {k + 1}/{pairs}: {sides[0]} {a['median_ms']:.2f} ms, "
+              f"{sides[1]} {b['median_ms']:.2f} ms, ratio {ratios[-1]:.2f}", file=sys.stderr)
     return {
         "ours": statistics.median(ours), "theirs": statistics.median(theirs),
         "ratio": statistics.median(ratios), "low": min(ratios), "high": max(ratios), "backends": backends,
+        "rss": {side: statistics.median(v) for side, v in rss.items() if v},
     }
 
 
@@ -57,22 +80,32 @@ def main() -> int:
     parser.add_argument("benchmark", help="a file in benchmarks/ defining the sides, e.g. mlp_step")
     parser.add_argument("--pairs", type=int, default=5, help="A B pairs per thread count (default 5)")
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
-    parser.add_argument("--steps", type=int, default=100, help="timed steps per process")
-    parser.add_argument("--warmup", type=int, default=20, help="untimed steps per process")
+    parser.add_argument("--steps", type=int, default=None,
+                        help="timed steps per process (default: the file's STEPS, else 100)")
+    parser.add_argument("--warmup", type=int, default=None,
+                        help="untimed steps per process (default: the file's WARMUP, else 20)")
     args = parser.parse_args()
-    extra = ["--steps", str(args.steps), "--warmup", str(args.warmup)]
+    settings = module_settings(args.benchmark)
+    sides = tuple(settings["SIDES"])
+    steps = settings["STEPS"] if args.steps is None else args.steps
+    warmup = settings["WARMUP"] if args.warmup is None else args.warmup
+    extra = ["--steps", str(steps), "--warmup", str(warmup)]
 
     rows, backends = [], []
+    with_rss = False
     for threads in args.threads:
-        r = measure(args.benchmark, threads, args.pairs, extra)
+        r = measure(args.benchmark, sides, threads, args.pairs, extra)
         backends += [f"{side}: {backend}" for side, backend in r["backends"].items()]
+        with_rss = with_rss or len(r["rss"]) == 2
+        rss = f" {r['rss'][sides[0]]:.0f} | {r['rss'][sides[1]]:.0f} |" if len(r["rss"]) == 2 else ""
         rows.append(f"| {args.benchmark} | {threads} | {r['ours']:.2f} | {r['theirs']:.2f} | {r['ratio']:.2f} "
-                    f"({r['low']:.2f}–{r['high']:.2f}) | {args.pairs} |")
+                    f"({r['low']:.2f}–{r['high']:.2f}) | {args.pairs} |{rss}")
     print("\n".join(backends))
     print()
-    print(f"| benchmark | threads | {SIDES[0]} ms | {SIDES[1]} ms | ratio {SIDES[0]}/{SIDES[1]} "
-          "(median of pairs, range) | pairs |")
-    print("|---|---|---|---|---|---|")
+    rss_header = f" {sides[0]} peak RSS MiB | {sides[1]} peak RSS MiB |" if with_rss else ""
+    print(f"| benchmark | threads | {sides[0]} ms | {sides[1]} ms | ratio {sides[0]}/{sides[1]} "
+          f"(median of pairs, range) | pairs |{rss_header}")
+    print("|---|---|---|---|---|---|" + ("---|---|" if with_rss else ""))
     print("\n".join(rows))
     return 0
 

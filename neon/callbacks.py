@@ -1,0 +1,406 @@
+"""Callbacks: code ``Model.fit`` runs at each stage of training, and the ``History`` it returns.
+
+Hooks, in the order ``fit`` calls them::
+
+    on_train_begin(logs)
+      on_epoch_begin(epoch, logs)             logs: {"lr"}
+        on_minibatch_begin(epoch, i, logs)
+        on_minibatch_end(epoch, i, logs)      logs: {"cost", "batch_size"}
+      on_epoch_end(epoch, logs)               logs: {"lr", "train_cost", "valid_cost", "valid_<metric>"...}
+    on_train_end(logs)
+
+Epochs are 0-based. A callback reads the model as ``self.model`` (its ``history``, ``epoch``,
+``save_params``) and stops training by setting ``self.model.stop_training = True``.
+
+Provided: ``ProgressBar`` (tqdm), ``MetricHistory`` (JSON/CSV), ``Checkpoint`` (atomic; last or
+best), ``EarlyStopping``, ``LearningRateLogger`` and ``TrainingCurve`` (a PNG). Resuming is
+``model.fit(..., resume_from=path)``; ``Checkpoint`` and ``EarlyStopping`` pick up their state
+from the history the checkpoint restores, so a resumed run behaves as an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any, TextIO
+
+import ngraph_core as ng
+
+from .saving import atomic_path
+
+
+class CallbackError(ng.NgraphError, ValueError):
+    """A callback was configured with, or met, something it cannot use (e.g. an unknown monitor)."""
+
+
+# -- History --------------------------------------------------------------------------------------------
+class History(Mapping):
+    """Per-epoch values: ``history["train_cost"]`` is a list with one float per epoch.
+
+    Keys: ``epoch`` (0-based), ``lr``, ``train_cost`` and, with a validation set,
+    ``valid_cost`` and ``valid_<metric name>``. Lists stay aligned with ``epoch``: a value
+    missing in some epoch is None there.
+
+    Example:
+        >>> history = model.fit(...)
+        >>> history["valid_accuracy"][-1], history.to_json("out/history.json")
+    """
+
+    def __init__(self, data: Mapping[str, list] | None = None) -> None:
+        self._data: dict[str, list] = {"epoch": []}
+        for key, values in (data or {}).items():
+            self._data[key] = list(values)
+
+    def append(self, epoch: int, logs: Mapping[str, Any]) -> None:
+        """Record one epoch's values."""
+        n = len(self._data["epoch"])
+        self._data["epoch"].append(int(epoch))
+        for key, value in logs.items():
+            self._data.setdefault(key, [None] * n).append(None if value is None else float(value))
+        for values in self._data.values():
+            if len(values) == n:
+                values.append(None)
+
+    def truncated(self, n_epochs: int) -> History:
+        """A copy holding only epochs ``< n_epochs`` (for resuming at ``n_epochs``)."""
+        keep = [i for i, e in enumerate(self._data["epoch"]) if e < n_epochs]
+        return History({k: [v[i] for i in keep] for k, v in self._data.items()})
+
+    def as_dict(self) -> dict[str, list]:
+        """The values as plain data (JSON-ready)."""
+        return {k: list(v) for k, v in self._data.items()}
+
+    def to_json(self, path: str | Path) -> None:
+        """Write ``as_dict()`` as JSON, atomically."""
+        with atomic_path(path) as tmp:
+            tmp.write_text(json.dumps(self.as_dict(), indent=1) + "\n")
+
+    def to_csv(self, path: str | Path) -> None:
+        """Write one row per epoch (a column per key), atomically."""
+        buffer = io.StringIO()
+        writer = csv.writer(buffer)
+        keys = list(self._data)
+        writer.writerow(keys)
+        for i in range(len(self._data["epoch"])):
+            writer.writerow(["" if self._data[k][i] is None else self._data[k][i] for k in keys])
+        with atomic_path(path) as tmp:
+            tmp.write_text(buffer.getvalue())
+
+    def __getitem__(self, key: str) -> list:
+        return self._data[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __repr__(self) -> str:
+        return f"History({len(self._data['epoch'])} epochs: {', '.join(self._data)})"
+
+
+# -- the base -------------------------------------------------------------------------------------------
+class Callback:
+    """Base class: override the hooks you need (see the module docstring for their order and logs).
+
+    Example:
+        >>> class PrintCost(Callback):
+        ...     def on_epoch_end(self, epoch, logs):
+        ...         print(epoch, logs["train_cost"])
+    """
+
+    model: Any = None
+    params: dict[str, Any] = {}
+
+    def set_model(self, model: Any, params: dict[str, Any]) -> None:
+        """Called by ``fit`` before training: the model, and ``num_epochs``/``initial_epoch``/``nbatches``."""
+        self.model = model
+        self.params = dict(params)
+
+    def on_train_begin(self, logs: dict[str, Any]) -> None:
+        """Before the first epoch."""
+
+    def on_train_end(self, logs: dict[str, Any]) -> None:
+        """After the last epoch (or early stopping)."""
+
+    def on_epoch_begin(self, epoch: int, logs: dict[str, Any]) -> None:
+        """Before epoch ``epoch``'s first batch; ``logs["lr"]`` is its learning rate."""
+
+    def on_epoch_end(self, epoch: int, logs: dict[str, Any]) -> None:
+        """After epoch ``epoch`` and its validation; the model's history already has it."""
+
+    def on_minibatch_begin(self, epoch: int, minibatch: int, logs: dict[str, Any]) -> None:
+        """Before a training step."""
+
+    def on_minibatch_end(self, epoch: int, minibatch: int, logs: dict[str, Any]) -> None:
+        """After a training step; ``logs["cost"]`` is the batch's cost."""
+
+
+def resolve_mode(monitor: str, mode: str) -> str:
+    """``"min"`` or ``"max"``: ``auto`` maximises accuracies, minimises everything else."""
+    if mode not in ("auto", "min", "max"):
+        raise CallbackError(f"expected mode 'auto', 'min' or 'max', received {mode!r}")
+    if mode == "auto":
+        return "max" if "accuracy" in monitor else "min"
+    return mode
+
+
+def monitored(logs: Mapping[str, Any], monitor: str, who: str) -> float:
+    """``logs[monitor]`` as a float, or a ``CallbackError`` listing what can be monitored."""
+    value = logs.get(monitor)
+    if value is None:
+        raise CallbackError(f"{who}: monitor {monitor!r} is not among the epoch's values {sorted(logs)}; "
+                            "hint: valid_* values need fit(..., valid_set=...)")
+    return float(value)
+
+
+# -- progress bar -----------------------------------------------------------------------------------------
+class ProgressBar(Callback):
+    """A tqdm bar per epoch with the running cost; ``fit(progress=True)`` adds one.
+
+    When ``file`` is not a terminal (a log, CI) tqdm stays silent and one summary line per
+    epoch is printed instead, so logs never fill with bar refreshes.
+
+    Args:
+        file: where to draw (default ``sys.stderr``).
+        mininterval: seconds between bar refreshes.
+    """
+
+    def __init__(self, file: TextIO | None = None, mininterval: float = 0.5) -> None:
+        self.file = file
+        self.mininterval = mininterval
+        self._bar: Any = None
+        self._total = 0.0
+        self._seen = 0
+        self._start = 0.0
+
+    def on_epoch_begin(self, epoch: int, logs: dict[str, Any]) -> None:
+        from tqdm import tqdm
+
+        self._total, self._seen, self._start = 0.0, 0, time.perf_counter()
+        self._bar = tqdm(total=self.params.get("nbatches"), desc=f"epoch {epoch + 1}/{self.params.get('num_epochs')}",
+                         file=self.file or sys.stderr, disable=None, mininterval=self.mininterval, leave=True,
+                         unit="batch", dynamic_ncols=True)
+
+    def on_minibatch_end(self, epoch: int, minibatch: int, logs: dict[str, Any]) -> None:
+        self._total += logs["cost"] * logs["batch_size"]
+        self._seen += logs["batch_size"]
+        self._bar.set_postfix(cost=f"{self._total / self._seen:.4f}", refresh=False)
+        self._bar.update(1)
+
+    def on_epoch_end(self, epoch: int, logs: dict[str, Any]) -> None:
+        shown = {k.replace("valid_", "val_"): f"{v:.4g}" for k, v in logs.items() if k != "lr" and v is not None}
+        if self._bar.disable:
+            text = ", ".join(f"{k} {v}" for k, v in shown.items())
+            print(f"epoch {epoch + 1}/{self.params.get('num_epochs')}: {text} "
+                  f"({time.perf_counter() - self._start:.1f} s)", file=self.file or sys.stderr, flush=True)
+        else:
+            self._bar.set_postfix(shown, refresh=True)
+        self._bar.close()
+
+
+# -- history files ------------------------------------------------------------------------------------------
+class MetricHistory(Callback):
+    """Write the model's history after every epoch, as JSON and/or CSV (atomically).
+
+    Args:
+        json_path: where to write JSON (``History.as_dict()``), or None.
+        csv_path: where to write CSV (a row per epoch), or None.
+
+    Example:
+        >>> MetricHistory("out/history.json", "out/history.csv")
+    """
+
+    def __init__(self, json_path: str | Path | None = None, csv_path: str | Path | None = None) -> None:
+        if json_path is None and csv_path is None:
+            raise CallbackError("MetricHistory: expected json_path and/or csv_path, received neither")
+        self.json_path, self.csv_path = json_path, csv_path
+
+    def on_epoch_end(self, epoch: int, logs: dict[str, Any]) -> None:
+        if self.json_path is not None:
+            self.model.history.to_json(self.json_path)
+        if self.csv_path is not None:
+            self.model.history.to_csv(self.csv_path)
+
+
+# -- checkpoints -----------------------------------------------------------------------------------------
+class Checkpoint(Callback):
+    """Save the model (weights, optimizer state, epoch, history) with ``save_params``, atomically.
+
+    Args:
+        path: the HDF5 file.
+        keep: ``"last"``: after every ``every``-th epoch; ``"best"``: when ``monitor`` improves.
+            Use two callbacks to keep both.
+        monitor: the value ``keep="best"`` compares (``valid_cost``, ``valid_accuracy``...).
+        mode: ``"min"``, ``"max"`` or ``"auto"`` (accuracies up, the rest down).
+        every: with ``keep="last"``, save every this many epochs (and after the last epoch).
+
+    Example:
+        >>> callbacks = [Checkpoint("out/last.h5"), Checkpoint("out/best.h5", keep="best")]
+        >>> model.fit(..., callbacks=callbacks)
+        >>> model.fit(..., resume_from="out/last.h5")  # after an interruption
+    """
+
+    def __init__(self, path: str | Path, keep: str = "last", monitor: str = "valid_cost", mode: str = "auto",
+                 every: int = 1) -> None:
+        if keep not in ("last", "best"):
+            raise CallbackError(f"Checkpoint: expected keep 'last' or 'best', received {keep!r}")
+        if isinstance(every, bool) or not isinstance(every, int) or every < 1:
+            raise CallbackError(f"Checkpoint: expected every to be an int >= 1, received {every!r}")
+        self.path, self.keep, self.monitor, self.every = Path(path), keep, monitor, every
+        self.mode = resolve_mode(monitor, mode)
+        self.best: float | None = None
+        self.saved_epochs: list[int] = []
+
+    def on_train_begin(self, logs: dict[str, Any]) -> None:
+        self.best = None
+        for value in self.model.history.get(self.monitor, []):  # resumed: the best so far
+            if value is not None and self._improves(value):
+                self.best = value
+
+    def _improves(self, value: float) -> bool:
+        if math.isnan(value):
+            return False
+        return self.best is None or (value < self.best if self.mode == "min" else value > self.best)
+
+    def on_epoch_end(self, epoch: int, logs: dict[str, Any]) -> None:
+        if self.keep == "best":
+            value = monitored(logs, self.monitor, "Checkpoint")
+            if not self._improves(value):
+                return
+            self.best = value
+        elif (epoch + 1) % self.every and epoch + 1 != self.params.get("num_epochs"):
+            return
+        self.model.save_params(self.path)
+        self.saved_epochs.append(epoch)
+
+
+class EarlyStopping(Callback):
+    """Stop training when ``monitor`` has not improved by more than ``min_delta`` for ``patience`` epochs.
+
+    Args:
+        monitor: the epoch value to watch (``valid_cost``, ``valid_accuracy``...).
+        patience: epochs without improvement tolerated.
+        min_delta: the smallest change that counts as an improvement.
+        mode: ``"min"``, ``"max"`` or ``"auto"``.
+
+    Attributes:
+        stopped_epoch: the epoch training stopped after, or None.
+
+    Example:
+        >>> model.fit(..., valid_set=test, callbacks=[EarlyStopping("valid_cost", patience=3)])
+    """
+
+    def __init__(self, monitor: str = "valid_cost", patience: int = 3, min_delta: float = 0.0,
+                 mode: str = "auto") -> None:
+        if isinstance(patience, bool) or not isinstance(patience, int) or patience < 0:
+            raise CallbackError(f"EarlyStopping: expected patience to be an int >= 0, received {patience!r}")
+        if not isinstance(min_delta, (int, float)) or not min_delta >= 0:
+            raise CallbackError(f"EarlyStopping: expected min_delta >= 0, received {min_delta!r}")
+        self.monitor, self.patience, self.min_delta = monitor, patience, float(min_delta)
+        self.mode = resolve_mode(monitor, mode)
+        self.best: float | None = None
+        self.wait = 0
+        self.stopped_epoch: int | None = None
+
+    def _update(self, value: float) -> None:
+        better = self.best is None or (value < self.best - self.min_delta if self.mode == "min"
+                                       else value > self.best + self.min_delta)
+        if better:
+            self.best, self.wait = value, 0
+        else:
+            self.wait += 1
+
+    def on_train_begin(self, logs: dict[str, Any]) -> None:
+        self.best, self.wait, self.stopped_epoch = None, 0, None
+        for value in self.model.history.get(self.monitor, []):  # resumed: replay the epochs before
+            if value is not None:
+                self._update(value)
+
+    def on_epoch_end(self, epoch: int, logs: dict[str, Any]) -> None:
+        self._update(monitored(logs, self.monitor, "EarlyStopping"))
+        if self.wait > 0 and self.wait >= self.patience:
+            self.model.stop_training = True
+            self.stopped_epoch = epoch
+
+
+# -- logging and plots ------------------------------------------------------------------------------------
+class LearningRateLogger(Callback):
+    """Log the learning rate of every epoch: to ``rates``, and a line to a stream or a CSV file.
+
+    Args:
+        path: append ``epoch,lr`` rows to this CSV file (created with a header).
+        stream: print ``epoch 3: learning rate 0.01`` lines here (e.g. ``sys.stdout``).
+
+    Example:
+        >>> LearningRateLogger(stream=sys.stdout)
+    """
+
+    def __init__(self, path: str | Path | None = None, stream: TextIO | None = None) -> None:
+        self.path, self.stream = (None if path is None else Path(path)), stream
+        self.rates: list[tuple[int, float | None]] = []
+
+    def on_epoch_begin(self, epoch: int, logs: dict[str, Any]) -> None:
+        lr = logs.get("lr")
+        self.rates.append((epoch, lr))
+        if self.stream is not None:
+            print(f"epoch {epoch + 1}: learning rate {lr:.6g}" if lr is not None else
+                  f"epoch {epoch + 1}: learning rate unknown", file=self.stream, flush=True)
+        if self.path is not None:
+            new = not self.path.exists()
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with self.path.open("a") as f:
+                f.write(("epoch,lr\n" if new else "") + f"{epoch},{'' if lr is None else lr}\n")
+
+
+class TrainingCurve(Callback):
+    """Draw the training curves into a PNG (matplotlib, Agg), atomically, after every epoch.
+
+    Left panel: the costs (``train_cost``, ``valid_cost``); right panel: the other
+    validation values (``valid_accuracy``...), when there are any.
+
+    Args:
+        path: the PNG file.
+        title: the figure's title.
+
+    Example:
+        >>> TrainingCurve("out/mnist_mlp_curve.png")
+    """
+
+    def __init__(self, path: str | Path, title: str = "training curve") -> None:
+        self.path, self.title = Path(path), title
+
+    def on_epoch_end(self, epoch: int, logs: dict[str, Any]) -> None:
+        plot_history(self.model.history, self.path, self.title)
+
+
+def plot_history(history: Mapping[str, list], path: str | Path, title: str = "training curve") -> None:
+    """Write ``history``'s curves to a PNG at ``path`` (see ``TrainingCurve``), atomically."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    epochs = [e + 1 for e in history["epoch"]]
+    costs = [k for k in ("train_cost", "valid_cost") if k in history]
+    others = [k for k in history if k.startswith("valid_") and k != "valid_cost"]
+    figure = Figure(figsize=(10 if others else 5.5, 4), dpi=100)
+    FigureCanvasAgg(figure)
+    panels = figure.subplots(1, 2 if others else 1, squeeze=False)[0]
+    for ax, keys, label in ((panels[0], costs, "cost"), *(((panels[1], others, "value"),) if others else ())):
+        for key in keys:
+            points = [(e, v) for e, v in zip(epochs, history[key], strict=True) if v is not None]
+            if points:
+                ax.plot(*zip(*points, strict=True), marker="o", markersize=3, label=key)
+        ax.set_xlabel("epoch")
+        ax.set_ylabel(label)
+        ax.grid(alpha=0.3)
+        ax.legend()
+    figure.suptitle(title)
+    figure.tight_layout()
+    with atomic_path(path) as tmp:
+        figure.savefig(tmp, format="png")

@@ -1,0 +1,510 @@
+"""``Model``: layers plus one transformer — train with ``fit``, evaluate, predict, save and load.
+
+The model owns one transformer, so the training and inference graphs, built from the same
+layer objects (the first inside ``training_mode(True)``, the second inside
+``training_mode(False)``), read and write one set of variables.
+
+**Batch sizes.** Named axes give every graph a fixed batch length ``N``, and datasets yield
+their last partial batch at its true size (1,000 samples in batches of 128 end with one of
+104). The model therefore compiles one computation per batch size it meets, cached: calling
+the layers again on a placeholder with another ``N`` builds a second graph over the same
+variables (a layer's variables never depend on ``N``), and calling the optimizer again
+reuses its state variables. A typical epoch compiles two training computations, once; no
+sample is dropped or seen twice, and costs and metrics average over exactly ``ndata``.
+
+Example:
+    >>> model = Model([Affine(512, GlorotUniform(), activation=Rectlin()),
+    ...                Affine(10, GlorotUniform(), activation=Softmax())])
+    >>> history = model.fit(train, CrossEntropyMulti(), GradientDescentMomentum(0.05, 0.9),
+    ...                     num_epochs=10, valid_set=test, metric=Accuracy())
+    >>> model.eval(test, Accuracy())
+    0.968
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import ngraph_core as ng
+
+from .callbacks import Callback, History, ProgressBar
+from .data import ArrayIterator, DataError
+from .layers import Layer, training_mode
+from .saving import CheckpointData, CheckpointError, check_entries, read_checkpoint, variable_keys, write_checkpoint
+
+FEATURE_AXIS_NAMES = {1: ("F",), 2: ("H", "W"), 3: ("C", "H", "W"), 4: ("C", "D", "H", "W")}
+
+
+class ModelError(ng.NgraphError, ValueError):
+    """The model was used in a way it cannot support (unbuilt, bad arguments, a mismatched optimizer)."""
+
+
+class Model:
+    """A neural network: layers (a list becomes ``Sequential``) and the transformer that runs them.
+
+    Args:
+        layers: a list of layers, or one layer or container.
+        backend: the transformer backend (``"numpy"`` or ``"cupy"``).
+        **transformer_options: passed to ``ng.transformers.make_transformer`` (``seed``...).
+
+    Attributes:
+        layers: the top layer (a ``Sequential`` for a list).
+        epoch: epochs completed (restored by ``load_params``).
+        history: the ``History`` of the last ``fit``.
+        stop_training: set by a callback (``EarlyStopping``) to end ``fit`` after this epoch.
+
+    Raises:
+        ModelError: ``layers`` is not a layer or a list of layers.
+
+    Example:
+        >>> model = Model([Affine(10, GlorotUniform(), activation=Softmax())])
+        >>> model.predict(X[:5]).shape
+        (5, 10)
+    """
+
+    def __init__(self, layers: Any, backend: str = "numpy", **transformer_options: Any) -> None:
+        if isinstance(layers, (list, tuple)):
+            from .containers import Sequential
+
+            layers = Sequential(list(layers))
+        if not isinstance(layers, Layer):
+            raise ModelError(f"Model: expected a layer or a list of layers, received {type(layers).__name__}")
+        self.layers = layers
+        self.backend = backend
+        self.transformer_options = transformer_options
+        self.input_shape: tuple[int, ...] | None = None
+        self.epoch = 0
+        self.history = History()
+        self.stop_training = False
+        self.optimizer: Any = None
+        self._transformer: Any = None
+        self._outputs: dict[int, tuple[ng.Op, ng.Op, Any]] = {}   # N -> (X, y_hat, computation or None)
+        self._train: dict[int, Any] = {}                           # N -> training computation
+        self._train_owner: tuple[Any, Any, tuple[int, ...]] | None = None
+        self._evals: dict[tuple, Any] = {}                         # (ids of cost/metrics, N, y shape) -> comp
+        self._pending_optimizer_state: tuple[Path, dict[str, np.ndarray]] | None = None
+
+    # -- the transformer and the graphs ------------------------------------------------------------
+    @property
+    def transformer(self) -> Any:
+        """The transformer holding the variables (created on first use)."""
+        if self._transformer is None:
+            self._transformer = ng.transformers.make_transformer(self.backend, **self.transformer_options)
+        return self._transformer
+
+    def close(self) -> None:
+        """Release the transformer (and with it the variables' values)."""
+        if self._transformer is not None:
+            self._transformer.close()
+        self._transformer = None
+        self._outputs.clear()
+        self._train.clear()
+        self._evals.clear()
+
+    @property
+    def built(self) -> bool:
+        """True once the layers have been called (their variables exist)."""
+        return self.input_shape is not None
+
+    @property
+    def variables(self) -> list[ng.Op]:
+        """The model's variables (weights, running averages...), in the layers' order."""
+        return list(self.layers.variables)
+
+    def _input(self, shape: Sequence[int], n: int) -> ng.Op:
+        shape = tuple(int(s) for s in shape)
+        if self.input_shape is None:
+            self.input_shape = shape
+        elif shape != self.input_shape:
+            raise DataError(f"Model: the data has samples of shape {shape}, expected {self.input_shape} "
+                            "(the shape the model was built with)")
+        names = FEATURE_AXIS_NAMES.get(len(shape), tuple(f"D{i}" for i in range(len(shape))))
+        axes = [ng.make_axis(length, name) for length, name in zip(shape, names, strict=True)]
+        return ng.placeholder([*axes, ng.make_axis(n, "N")], name="X")
+
+    def build(self, input_shape: Sequence[int], batch_size: int = 1) -> None:
+        """Create the variables for samples of ``input_shape`` (fit, eval and predict do it for you)."""
+        self._inference(batch_size, input_shape)
+
+    def _inference(self, n: int, shape: Sequence[int] | None = None) -> tuple[ng.Op, ng.Op]:
+        """The inference graph for batch size ``n``: (input placeholder, output op)."""
+        if n not in self._outputs:
+            x = self._input(shape if shape is not None else self._require_built(), n)
+            with training_mode(False):
+                y_hat = self.layers(x)
+            if not isinstance(y_hat, ng.Op) or y_hat.axes.batch_axis is None:
+                raise ModelError(f"Model: the layers' output must be one op with the batch axis N, received "
+                                 f"{y_hat.axes if isinstance(y_hat, ng.Op) else type(y_hat).__name__}")
+            self._outputs[n] = (x, y_hat, None)
+        x, y_hat, _ = self._outputs[n]
+        return x, y_hat
+
+    def _require_built(self) -> tuple[int, ...]:
+        if self.input_shape is None:
+            raise ModelError("Model: the model has no variables yet; hint: fit it, or run eval/predict/"
+                             "get_outputs or load_params once, which build it from the data's shape")
+        return self.input_shape
+
+    def _targets(self, y_hat: ng.Op, y_shape: tuple[int, ...], n: int) -> ng.Op:
+        """The target placeholder for a dataset whose targets have ``y_shape`` per sample."""
+        out = tuple(a.length for a in y_hat.axes if not a.is_batch)
+        if y_shape and math.prod(y_shape) != math.prod(out):
+            raise DataError(f"Model: the dataset's targets have shape {y_shape} per sample, but the model outputs "
+                            f"{out} per sample; hint: nclass must equal the last layer's nout")
+        names = ("Y",) if len(y_shape) == 1 else tuple(f"Y{i}" for i in range(len(y_shape)))
+        axes = [ng.make_axis(length, name) for length, name in zip(y_shape, names, strict=True)]
+        return ng.placeholder([*axes, ng.make_axis(n, "N")], name="Y")
+
+    def _training(self, n: int, y_shape: tuple[int, ...], shape: Sequence[int], cost: Any, optimizer: Any) -> Any:
+        """The training computation for batch size ``n``: ``(x, y) -> (cost, None)`` updating the variables."""
+        owner = self._train_owner
+        if owner is None or owner[0] is not cost or owner[1] is not optimizer or owner[2] != y_shape:
+            self._train.clear()  # compiled for another cost or optimizer (kept alive here, so never confused)
+            self._train_owner = (cost, optimizer, y_shape)
+        if n not in self._train:
+            state_before = list(getattr(optimizer, "state_variables", []))
+            updates_before = {id(u) for u in self.layers.updates}
+            x = self._input(shape, n)
+            with training_mode(True):
+                y_hat = self.layers(x)
+            y = self._targets(y_hat, y_shape, n)
+            loss = cost(y_hat, y)
+            if not isinstance(loss, ng.Op) or len(loss.axes) != 0:
+                raise ModelError(f"Model.fit: the cost must return a scalar op, received "
+                                 f"{loss.axes if isinstance(loss, ng.Op) else type(loss).__name__}")
+            step = optimizer(loss, self.layers.trainable_variables)
+            state_after = list(getattr(optimizer, "state_variables", []))
+            if [id(v) for v in state_after[:len(state_before)]] != [id(v) for v in state_before]:
+                raise ModelError("Model.fit: the optimizer replaced its state variables when called for a second "
+                                 "batch size; hint: an optimizer must keep one state per variable across calls")
+            layer_updates = [u for u in self.layers.updates if id(u) not in updates_before]
+            self._train[n] = self.transformer.computation([loss, ng.doall([step, *layer_updates])], x, y)
+            if self._pending_optimizer_state is not None:
+                self._load_optimizer_state(*self._pending_optimizer_state)
+        return self._train[n]
+
+    # -- training ------------------------------------------------------------------------------------
+    def fit(self, train_set: Any, cost: Any, optimizer: Any, num_epochs: int,
+            callbacks: Iterable[Callback] | None = None, valid_set: Any = None, progress: bool = True,
+            metric: Any = None, resume_from: str | Path | None = None, initial_epoch: int = 0) -> History:
+        """Train for epochs ``initial_epoch .. num_epochs - 1``.
+
+        Each epoch: the optimizer's learning rate for the epoch is written, every batch of
+        ``train_set`` takes one step, then (with ``valid_set``) the cost and ``metric`` are
+        evaluated on it in inference mode. Callbacks see every stage.
+
+        Args:
+            train_set: an ``ArrayIterator`` (or any iterable of ``(x, y)`` batches, batch last).
+            cost: ``cost(y_hat, y) -> scalar op`` (e.g. ``CrossEntropyMulti()``).
+            optimizer: ``optimizer(cost_op, variables) -> update op`` (e.g. ``GradientDescentMomentum``).
+            num_epochs: the epoch to stop at (the total, counting epochs before ``initial_epoch``).
+            callbacks: ``Callback`` objects.
+            valid_set: evaluated after every epoch.
+            progress: show a tqdm progress bar (a line per epoch when stderr is not a terminal).
+            metric: a metric or a list of metrics to evaluate on ``valid_set``.
+            resume_from: a checkpoint (``save_params``/``Checkpoint``): load weights, optimizer
+                state, epoch and history, and continue from that epoch — to the same result as
+                an uninterrupted run when the data order is seeded (``ArrayIterator(seed=...)``).
+            initial_epoch: the first epoch to run (ignored with ``resume_from``).
+
+        Returns:
+            the ``History``: per epoch ``epoch``, ``lr``, ``train_cost`` and, with ``valid_set``,
+            ``valid_cost`` and ``valid_<metric name>``.
+
+        Raises:
+            ModelError: bad arguments, a cost that is not scalar.
+            DataError: a dataset without targets or whose targets do not fit the output.
+            CheckpointError: ``resume_from`` does not fit this model and optimizer.
+
+        Example:
+            >>> history = model.fit(train, CrossEntropyMulti(), GradientDescentMomentum(0.05, 0.9), 10,
+            ...                     valid_set=test, metric=Accuracy())
+            >>> history["valid_accuracy"][-1]
+        """
+        if isinstance(num_epochs, bool) or not isinstance(num_epochs, int) or num_epochs < 0:
+            raise ModelError(f"Model.fit: num_epochs must be an int >= 0, received {num_epochs!r}")
+        metrics = _as_list(metric)
+        callbacks = list(callbacks or [])
+        if progress and not any(isinstance(c, ProgressBar) for c in callbacks):
+            callbacks.insert(0, ProgressBar())
+        shape, y_shape = _dataset_shapes(train_set, "train_set")
+        if y_shape is None:
+            raise DataError("Model.fit: train_set yields no targets (y is None); hint: ArrayIterator(X, y, nclass=...)")
+        self.optimizer = optimizer
+        self._training(_batch_size(train_set), y_shape, shape, cost, optimizer)  # builds state and lr variables
+        if resume_from is not None:
+            self.load_params(resume_from)
+            initial_epoch = self.epoch
+        self.history = self.history.truncated(initial_epoch) if initial_epoch > 0 else History()
+        self.stop_training = False
+        params = {"num_epochs": num_epochs, "initial_epoch": initial_epoch, "nbatches": _nbatches(train_set)}
+        for cb in callbacks:
+            cb.set_model(self, params)
+        for cb in callbacks:
+            cb.on_train_begin({})
+        for epoch in range(initial_epoch, num_epochs):
+            lr = self._set_learning_rate(optimizer, epoch)
+            if hasattr(train_set, "set_epoch"):
+                train_set.set_epoch(epoch)
+            for cb in callbacks:
+                cb.on_epoch_begin(epoch, {"lr": lr})
+            total, seen = 0.0, 0
+            for i, (x, y) in enumerate(train_set):
+                for cb in callbacks:
+                    cb.on_minibatch_begin(epoch, i, {})
+                n = x.shape[-1]
+                loss = float(self._training(n, y_shape, shape, cost, optimizer)(x, y)[0])
+                total, seen = total + loss * n, seen + n
+                for cb in callbacks:
+                    cb.on_minibatch_end(epoch, i, {"cost": loss, "batch_size": n})
+            logs: dict[str, float] = {"lr": lr, "train_cost": total / max(seen, 1)}
+            if valid_set is not None:
+                results = self._evaluate(valid_set, cost, metrics)
+                logs.update({f"valid_{name}": value for name, value in results.items()})
+            self.epoch = epoch + 1
+            self.history.append(epoch, logs)
+            for cb in callbacks:
+                cb.on_epoch_end(epoch, logs)
+            if self.stop_training:
+                break
+        for cb in callbacks:
+            cb.on_train_end({"epoch": self.epoch})
+        return self.history
+
+    def _set_learning_rate(self, optimizer: Any, epoch: int) -> float | None:
+        """Write the optimizer's learning rate(s) for ``epoch``; the (first) rate, for the logs."""
+        if hasattr(optimizer, "learning_rates_at"):
+            rates = optimizer.learning_rates_at(epoch)
+        elif getattr(optimizer, "lr_variable", None) is not None:
+            rates = {optimizer.lr_variable: optimizer.learning_rate_at(epoch)}
+        else:
+            return None
+        for var, rate in rates.items():
+            self.transformer.write_variable(var, rate)
+        return float(next(iter(rates.values()))) if rates else None
+
+    # -- evaluation --------------------------------------------------------------------------------------
+    def eval(self, dataset: Any, metric: Any) -> float | dict[str, float]:
+        """Evaluate ``metric`` (one, or a list) over the whole dataset, in inference mode.
+
+        Returns:
+            the metric's value (e.g. accuracy), or ``{name: value}`` for a list of metrics.
+
+        Raises:
+            DataError: a dataset without targets, or targets that do not fit the output.
+
+        Example:
+            >>> model.eval(test, Accuracy())
+            0.968
+        """
+        metrics = _as_list(metric)
+        if not metrics:
+            raise ModelError("Model.eval: expected a metric (e.g. Accuracy()) or a list of metrics")
+        results = self._evaluate(dataset, None, metrics)
+        return results if isinstance(metric, (list, tuple)) else results[metrics[0].name]
+
+    def _evaluate(self, dataset: Any, cost: Any, metrics: list[Any]) -> dict[str, float]:
+        """``{"cost": mean cost, <metric name>: value}`` over ``dataset`` with the inference graph."""
+        shape, y_shape = _dataset_shapes(dataset, "dataset")
+        if y_shape is None:
+            raise DataError("Model.eval: the dataset yields no targets (y is None); hint: ArrayIterator(X, y, ...)")
+        cost_total, sums, seen = 0.0, [0.0] * len(metrics), 0
+        for x, y in _in_order(dataset):
+            n = x.shape[-1]
+            key = (id(cost), tuple(id(m) for m in metrics), n, y_shape)
+            comp = self._evals.get(key)
+            if comp is None:
+                xp, y_hat = self._inference(n, shape)
+                yp = self._targets(y_hat, y_shape, n)
+                ops = ([cost(y_hat, yp)] if cost is not None else []) + [m(y_hat, yp) for m in metrics]
+                comp = self._evals[key] = (self.transformer.computation(ops, xp, yp), cost, metrics)
+            values = comp[0](x, y)
+            if cost is not None:
+                cost_total += float(values[0]) * n
+                values = values[1:]
+            sums = [s + float(v) for s, v in zip(sums, values, strict=True)]
+            seen += n
+        results = {"cost": cost_total / max(seen, 1)} if cost is not None else {}
+        for m, total in zip(metrics, sums, strict=True):
+            results[m.name] = float(m.aggregate(total, seen)) if hasattr(m, "aggregate") else total / max(seen, 1)
+        return results
+
+    def get_outputs(self, dataset: Any) -> np.ndarray:
+        """The model's outputs (inference mode) for every sample, in data order.
+
+        Returns:
+            an array ``(ndata, outputs...)``: the output with its batch axis first.
+
+        Example:
+            >>> probs = model.get_outputs(test)  # (1000, 10)
+        """
+        shape, _ = _dataset_shapes(dataset, "dataset")
+        chunks = []
+        for x, _y in _in_order(dataset):
+            n = x.shape[-1]
+            xp, y_hat = self._inference(n, shape)
+            entry = self._outputs[n]
+            if entry[2] is None:
+                entry = self._outputs[n] = (xp, y_hat, self.transformer.computation(y_hat, xp))
+            out = entry[2](x)
+            chunks.append(np.moveaxis(out, y_hat.axes.index(y_hat.axes.batch_axis), 0))
+        return np.concatenate(chunks, axis=0)
+
+    def predict(self, x: Any, batch_size: int | None = None) -> np.ndarray:
+        """The model's outputs for a raw array of samples ``(ndata, features...)``.
+
+        Args:
+            x: samples, batch first (rows of ``X`` as given to ``ArrayIterator``).
+            batch_size: default: the training batch size, else 128.
+
+        Returns:
+            ``(ndata, outputs...)``.
+
+        Example:
+            >>> classes = model.predict(X_test).argmax(axis=1)
+        """
+        x = np.asarray(x)
+        if x.ndim < 2:
+            raise DataError(f"Model.predict: expected samples of shape (ndata, features...), received shape {x.shape}")
+        lshape = self.input_shape if self.input_shape is not None and \
+            math.prod(self.input_shape) == math.prod(x.shape[1:]) else None
+        return self.get_outputs(ArrayIterator(x, batch_size=batch_size or self._default_batch_size(),
+                                              lshape=lshape))
+
+    def _default_batch_size(self) -> int:
+        return max(self._train) if self._train else 128
+
+    # -- checkpoints ------------------------------------------------------------------------------------
+    def _keys(self) -> tuple[dict[str, ng.Op], dict[str, ng.Op]]:
+        state = list(getattr(self.optimizer, "state_variables", [])) if self.optimizer is not None else []
+        params, opt = variable_keys(self.variables, state)
+        return params, opt
+
+    def save_params(self, path: str | Path) -> None:
+        """Save the weights, the optimizer state, the epoch and the history to HDF5, atomically.
+
+        See ``neon/saving.py`` for the layout; keys are scope paths like
+        ``Sequential_0/Affine_1/Linear_0/W``.
+
+        Raises:
+            ModelError: the model has no variables yet.
+            CheckpointError: the file cannot be written (any previous file is kept intact).
+
+        Example:
+            >>> model.save_params("out/mnist_mlp.h5")
+        """
+        self._require_built()
+        params, opt = self._keys()
+        t = self.transformer
+
+        def values(keys: dict[str, ng.Op]) -> dict[str, np.ndarray]:
+            return {k: t.read_variable(v).astype(v.dtype, copy=False) for k, v in keys.items()}
+
+        write_checkpoint(path, CheckpointData(
+            params=values(params), optimizer=values(opt), epoch=self.epoch, input_shape=self.input_shape,
+            history=self.history.as_dict(), model=[_config(self.layers)]))
+
+    def load_params(self, path: str | Path, optimizer_state: bool = True) -> None:
+        """Load a checkpoint written by ``save_params``: weights, epoch, history and optimizer state.
+
+        Everything is checked before anything is written, so a checkpoint that does not fit
+        leaves the model unchanged. An unbuilt model is built from the input shape the
+        checkpoint records. Optimizer state is loaded now when the model has been trained,
+        else when ``fit`` builds the training graph.
+
+        Args:
+            path: the checkpoint.
+            optimizer_state: also restore the optimizer's state (when the file has any).
+
+        Raises:
+            CheckpointError: naming the file and the key — unreadable, truncated or damaged,
+                another version, missing or unexpected keys, shapes or dtypes that differ.
+
+        Example:
+            >>> model.load_params("out/mnist_mlp.h5")
+        """
+        path = Path(path)
+        data = read_checkpoint(path)
+        if not self.built:
+            if data.input_shape is None:
+                raise CheckpointError(f"{path}: records no input shape; hint: build the model first "
+                                      "(model.build(input_shape))")
+            self.build(data.input_shape)
+        params, _ = self._keys()
+        check_entries(path, "params", params, data.params)
+        pending = (path, data.optimizer) if optimizer_state and data.optimizer else None
+        if pending is not None and self._train:
+            self._check_optimizer_state(*pending)
+        for key, var in params.items():
+            self.transformer.write_variable(var, data.params[key])
+        self.epoch = data.epoch
+        self.history = History(data.history)
+        self._pending_optimizer_state = pending
+        if pending is not None and self._train:
+            self._load_optimizer_state(*pending)
+
+    def _check_optimizer_state(self, path: Path, state: dict[str, np.ndarray]) -> dict[str, ng.Op]:
+        _, opt = self._keys()
+        check_entries(path, "optimizer", opt, state)
+        return opt
+
+    def _load_optimizer_state(self, path: Path, state: dict[str, np.ndarray]) -> None:
+        opt = self._check_optimizer_state(path, state)
+        for key, var in opt.items():
+            self.transformer.write_variable(var, state[key])
+        self._pending_optimizer_state = None
+
+    def __repr__(self) -> str:
+        return f"Model({self.layers!r})"
+
+
+# -- helpers ---------------------------------------------------------------------------------------------
+def _as_list(metric: Any) -> list[Any]:
+    if metric is None:
+        return []
+    return list(metric) if isinstance(metric, (list, tuple)) else [metric]
+
+
+def _config(layer: Any) -> Any:
+    try:
+        return {"class_name": type(layer).__name__, "config": layer.get_config()}
+    except Exception:  # noqa: BLE001 - the config is informational only; never fail a save over it
+        return {"class_name": type(layer).__name__}
+
+
+def _in_order(dataset: Any) -> Iterable[tuple[np.ndarray, Any]]:
+    """The dataset's batches in data order when it can (``in_order``), else as it iterates."""
+    return dataset.in_order() if hasattr(dataset, "in_order") else iter(dataset)
+
+
+def _batch_size(dataset: Any) -> int:
+    """The size of the dataset's first (full) batch."""
+    size, ndata = getattr(dataset, "batch_size", None), getattr(dataset, "ndata", None)
+    if size is None:
+        x, _ = next(iter(_in_order(dataset)))
+        return int(x.shape[-1])
+    return int(min(size, ndata)) if ndata is not None else int(size)
+
+
+def _nbatches(dataset: Any) -> int | None:
+    try:
+        return len(dataset)
+    except TypeError:
+        return None
+
+
+def _dataset_shapes(dataset: Any, what: str) -> tuple[tuple[int, ...], tuple[int, ...] | None]:
+    """One sample's input shape and target shape (None when the dataset has no targets)."""
+    if hasattr(dataset, "shape") and hasattr(dataset, "y_shape"):
+        return tuple(dataset.shape), (None if dataset.y_shape is None else tuple(dataset.y_shape))
+    try:
+        x, y = next(iter(_in_order(dataset)))
+    except (StopIteration, TypeError, ValueError):
+        raise DataError(f"Model: {what} must yield (x, y) batches with the batch axis last, e.g. an "
+                        "ArrayIterator") from None
+    return tuple(np.shape(x)[:-1]), (None if y is None else tuple(np.shape(y)[:-1]))
