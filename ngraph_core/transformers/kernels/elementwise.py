@@ -31,11 +31,13 @@ def step_function(xp: Any, kind: OpType) -> Callable[..., Any]:
     if kind is OpType.SIGMOID:
         def sigmoid(o, x):
             # with e = exp(-|x|): 1 / (1 + e) for x >= 0 and e / (1 + e) below; never overflows
-            # and keeps full relative precision in both tails (tanh forms lose the lower one)
+            # and keeps full relative precision in both tails (tanh forms lose the lower one).
+            # x is read completely before o is written: o may be x's buffer (in place)
+            negative = x < 0
             e = xp.exp(-xp.abs(x))
             xp.add(e, 1.0, out=o)
             xp.reciprocal(o, out=o)
-            xp.multiply(o, e, out=o, where=x < 0)
+            xp.multiply(o, e, out=o, where=negative)
             return o
 
         return sigmoid
