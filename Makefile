@@ -28,7 +28,7 @@ walkthrough: venv
 
 test: venv
 	$(PY) -m pytest -q
-	$(VENV)/bin/ruff check ngraph_core examples notebooks benchmarks tests/test_walkthrough.py
+	$(VENV)/bin/ruff check ngraph_core neon tests examples notebooks benchmarks
 
 bench: venv
 	$(PY) benchmarks/run.py mlp_step --pairs $(PAIRS)
