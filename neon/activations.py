@@ -25,6 +25,8 @@ from typing import Any
 
 import ngraph_core as ng
 
+from .registry import lookup
+
 
 class ActivationError(ng.NgraphError, ValueError):
     """An activation was configured with values it cannot use, or named wrongly."""
@@ -150,16 +152,6 @@ _ALIASES: dict[str, type[Transform]] = {
 }
 
 
-def _classes() -> dict[str, type[Transform]]:
-    found: dict[str, type[Transform]] = {}
-    stack = [Transform]
-    while stack:
-        for sub in stack.pop().__subclasses__():
-            found.setdefault(sub.__name__, sub)
-            stack.append(sub)
-    return found
-
-
 def serialize(activation: Transform) -> dict[str, Any]:
     """``{"class_name": ..., "config": ...}`` for ``activation`` (plain data; ``get`` reverses it)."""
     return {"class_name": type(activation).__name__, "config": activation.get_config()}
@@ -175,28 +167,8 @@ def get(identifier: Any, where: str = "activation") -> Transform:
     Example:
         >>> get("relu"), get("Tanh"), get({"class_name": "Rectlin", "config": {"slope": 0.1}})
     """
-    if isinstance(identifier, Transform):
-        return identifier
-    classes = _classes()
-    if isinstance(identifier, str):
-        cls = classes.get(identifier) or _ALIASES.get(identifier.lower())
-        if cls is None:
-            raise ActivationError(
-                f"{where}: unknown activation {identifier!r}; expected one of {sorted(_ALIASES)} "
-                f"or a class name among {sorted(classes)}"
-            )
-        return cls()
-    if isinstance(identifier, dict) and "class_name" in identifier:
-        cls = classes.get(identifier["class_name"])
-        if cls is None:
-            raise ActivationError(
-                f"{where}: unknown activation class {identifier['class_name']!r}; expected one of {sorted(classes)}"
-            )
-        return cls.from_config(dict(identifier.get("config", {})))
-    raise ActivationError(
-        f"{where}: expected an activation (e.g. neon.activations.Rectlin()), a name such as 'relu', "
-        f"or a config dict, received {identifier!r}"
-    )
+    return lookup(identifier, Transform, _ALIASES, ActivationError, where, "activation",
+                  "an activation (e.g. neon.activations.Rectlin()), a name such as 'relu', or a config dict")
 
 
 __all__ = [

@@ -29,6 +29,8 @@ import numpy as np
 
 import ngraph_core as ng
 
+from .registry import lookup
+
 _generator = np.random.default_rng(0)
 
 
@@ -235,16 +237,6 @@ _ALIASES = {
 }
 
 
-def _classes() -> dict[str, type[Initializer]]:
-    found: dict[str, type[Initializer]] = {}
-    stack = [Initializer]
-    while stack:
-        for sub in stack.pop().__subclasses__():
-            found.setdefault(sub.__name__, sub)
-            stack.append(sub)
-    return found
-
-
 def serialize(init: Initializer) -> dict[str, Any]:
     """``{"class_name": ..., "config": ...}`` for ``init`` (plain data; ``get`` reverses it)."""
     return {"class_name": type(init).__name__, "config": init.get_config()}
@@ -260,30 +252,10 @@ def get(identifier: Any, where: str = "initializer") -> Initializer:
     Example:
         >>> get("xavier"), get(0.0), get({"class_name": "Uniform", "config": {"low": -1, "high": 1}})
     """
-    if isinstance(identifier, Initializer):
-        return identifier
     if isinstance(identifier, (int, float, np.number)) and not isinstance(identifier, bool):
         return Constant(float(identifier))
-    classes = _classes()
-    if isinstance(identifier, str):
-        cls = classes.get(identifier) or _ALIASES.get(identifier.lower())
-        if cls is None:
-            raise InitializerError(
-                f"{where}: unknown initializer {identifier!r}; expected one of {sorted(classes)} "
-                f"or {sorted(_ALIASES)}"
-            )
-        return cls()
-    if isinstance(identifier, dict) and "class_name" in identifier:
-        cls = classes.get(identifier["class_name"])
-        if cls is None:
-            raise InitializerError(
-                f"{where}: unknown initializer class {identifier['class_name']!r}; expected one of {sorted(classes)}"
-            )
-        return cls.from_config(dict(identifier.get("config", {})))
-    raise InitializerError(
-        f"{where}: expected an Initializer, a number, a name or a config dict, received {identifier!r}; "
-        "hint: e.g. neon.initializers.GlorotUniform()"
-    )
+    return lookup(identifier, Initializer, _ALIASES, InitializerError, where, "initializer",
+                  "an Initializer, a number, a name or a config dict (e.g. neon.initializers.GlorotUniform())")
 
 
 __all__ = [

@@ -21,20 +21,13 @@ import copy
 import inspect
 from typing import Any
 
+from ..registry import subclasses
 from .base import Layer, LayerError
 
 
 def layer_classes() -> dict[str, type[Layer]]:
     """Every ``Layer`` subclass by class name (neon's own win a name clash)."""
-    found: dict[str, type[Layer]] = {}
-    stack: list[type[Layer]] = [Layer]
-    while stack:
-        for sub in stack.pop().__subclasses__():
-            stack.append(sub)
-            known = found.get(sub.__name__)
-            if known is None or (not known.__module__.startswith("neon.") and sub.__module__.startswith("neon.")):
-                found[sub.__name__] = sub
-    return found
+    return subclasses(Layer)
 
 
 def serialize_layer(layer: Layer) -> dict[str, Any]:

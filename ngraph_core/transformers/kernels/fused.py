@@ -92,18 +92,9 @@ def fused(op: Op, kc: KernelContext) -> Kernel:
     xp, program, dtype = kc.xp, op.arg, kc.dtype_of(op)
     steps, n_slots = _compile(xp, program)
     shape = op.axes.lengths
+    if not shape:  # a scalar: nothing to block
+        return unblocked(op, kc)
     head = dot_into(xp, op.src[0], op.src[1], op.axes, dtype) if program.dot else None
-    if not shape:
-        temps0 = [xp.empty((), dtype=dtype) for _ in range(n_slots)]
-
-        def scalar_kernel(out, *vs):
-            if head is not None:
-                head(out, vs[0], vs[1])
-            values = vs
-            _run(steps, lambda r: _value(r, values, out, temps0), temps0, out)
-            return out
-
-        return scalar_kernel
     size = 1
     for n in shape:
         size *= n
