@@ -41,7 +41,21 @@ from typing import Any
 import numpy as np
 
 from .errors import NgraphError, SerializationError
-from .ir import ArrayValue, Axes, Axis, Op, OpGroup, OpType, RandomInfo, ScopeEntry, VariableInfo, next_uid, toposort
+from .ir import (
+    ArrayValue,
+    Axes,
+    Axis,
+    ConvArg,
+    Op,
+    OpGroup,
+    OpType,
+    PoolArg,
+    RandomInfo,
+    ScopeEntry,
+    VariableInfo,
+    next_uid,
+    toposort,
+)
 from .ir import infer as infer_op
 from .ir import verify as verify_graph
 from .ir.infer import ALL_DTYPES
@@ -233,6 +247,42 @@ def _decode_name(data: Any, ids: _Ids, where: str) -> str:
     return _check(data, str, where, "a name string")
 
 
+def _ints(data: Any, where: str, what: str) -> tuple[int, ...]:
+    items = _check(data, list, where, f"{what} as a list of ints")
+    return tuple(_check(n, int, where, f"{what} as a list of ints") for n in items)
+
+
+def _encode_conv(op: Op, ids: _Ids) -> dict:
+    arg = op.arg
+    return {"dilation": list(arg.dilation), "groups": arg.groups, "padding": [list(p) for p in arg.padding],
+            "strides": list(arg.strides)}
+
+
+def _decode_conv(data: Any, ids: _Ids, where: str) -> ConvArg:
+    _check_keys(data, ("dilation", "groups", "padding", "strides"), where)
+    pads = []
+    for pair in _check(data["padding"], list, where, "padding as a list of [before, after]"):
+        if not (isinstance(pair, list) and len(pair) == 2):
+            raise _fail(where, "padding entries [before, after]", pair)
+        pads.append(_ints(pair, where, "padding"))
+    return ConvArg(_ints(data["strides"], where, "strides"), tuple(pads), _ints(data["dilation"], where, "dilation"),
+                   _check(data["groups"], int, where, "an int groups"))
+
+
+def _encode_pool(op: Op, ids: _Ids) -> dict:
+    arg = op.arg
+    return {"ceil_mode": arg.ceil_mode, "count_include_pad": arg.count_include_pad, "fshape": list(arg.fshape),
+            "op": arg.op, "padding": list(arg.padding), "strides": list(arg.strides)}
+
+
+def _decode_pool(data: Any, ids: _Ids, where: str) -> PoolArg:
+    _check_keys(data, ("ceil_mode", "count_include_pad", "fshape", "op", "padding", "strides"), where)
+    return PoolArg(_check(data["op"], str, where, "a pooling op name"), _ints(data["fshape"], where, "fshape"),
+                   _ints(data["strides"], where, "strides"), _ints(data["padding"], where, "padding"),
+                   _check(data["ceil_mode"], bool, where, "true or false"),
+                   _check(data["count_include_pad"], bool, where, "true or false"))
+
+
 _NO_ARG = OpGroup.ELEMENTWISE | OpGroup.REDUCE | OpGroup.CONTRACTION | {
     OpType.BROADCAST, OpType.CAST_AXES, OpType.RESHAPE, OpType.ASSIGN, OpType.SEQUENTIAL, OpType.DOALL,
 }
@@ -248,6 +298,8 @@ ARG_CODECS: dict[OpType, tuple[Callable[[Op, _Ids], Any], Callable[[Any, _Ids, s
     OpType.PAD: (_encode_index_tuple, _index_decoder(2, "start, step")),
     OpType.CONCAT: (_encode_name, _decode_name),  # the axis name
     OpType.CUSTOM_GRADIENT: (_encode_name, _decode_name),  # the registry key of ng.custom_gradient
+    **{t: (_encode_conv, _decode_conv) for t in (OpType.CONV, OpType.CONV_BPROP_DATA, OpType.CONV_BPROP_FILTER)},
+    **{t: (_encode_pool, _decode_pool) for t in (OpType.POOL, OpType.POOL_BPROP)},
 }
 
 

@@ -1,6 +1,7 @@
 """User-facing op constructors (re-exported by ``ngraph_core``)."""
 
 from .control import assign, doall, sequential
+from .conv import convolution, deconvolution, pooling
 from .math import (
     absolute,
     add,
@@ -65,8 +66,9 @@ from .tensors import as_op, constant, make_axes, make_axis, normal, placeholder,
 abs = absolute  # noqa: A001 - ngraph-style name
 
 __all__ = [
-    "assign", "doall", "sequential", "absolute", "abs", "add", "argmax", "argmin", "broadcast_to", "cast",
-    "cos", "divide", "dot", "equal", "exp", "fill_like", "greater", "greater_equal", "less", "less_equal",
+    "assign", "doall", "sequential", "convolution", "deconvolution", "pooling", "absolute", "abs", "add",
+    "argmax", "argmin", "broadcast_to", "cast", "cos", "divide", "dot", "equal", "exp", "fill_like", "greater",
+    "greater_equal", "less", "less_equal",
     "log", "log1p", "logsumexp", "max", "maximum", "mean", "min", "minimum", "multiply", "negative",
     "not_equal", "power", "prod", "reciprocal", "relu", "rsqrt", "sigmoid", "sign", "sin", "sqrt", "square",
     "stop_gradient", "subtract", "sum", "tanh", "where", "batch_size", "cross_entropy_binary",

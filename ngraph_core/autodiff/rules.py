@@ -12,7 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from .. import api as ng
+from ..errors import UnsupportedOpError
 from ..ir import Op, OpType, make
+from ..ir.conv import activation_roles
 from .custom import custom_rule
 
 Grads = tuple[Op | None, ...]
@@ -64,6 +66,49 @@ def _dot_grad(ctx: Op, op: Op) -> Grads:
     return ga, gb
 
 
+def _activation_like(g: Op, like: Op) -> Op:
+    """``g``, an activation with ``like``'s roles and lengths, renamed and reordered to ``like``'s axes."""
+    g_roles, like_roles = activation_roles(g.axes, "gradient"), activation_roles(like.axes, "gradient")
+    canonical = ng.cast_axes(ng.axes_with_order(g, g_roles.canonical), like_roles.canonical)
+    return ng.axes_with_order(canonical, like.axes)
+
+
+# conv is bilinear in (x, w); its two gradient ops are the adjoints, and they are bilinear too:
+# <ctx, conv_bprop_data(dy, w)> = <conv(ctx, w), dy> and <ctx, conv_bprop_filter(x, dy)> = <conv(x, ctx), dy>
+def _conv_grad(ctx: Op, op: Op) -> Grads:
+    x, w = op.src
+    return (make(OpType.CONV_BPROP_DATA, [ctx, w], arg=op.arg, axes=x.axes),
+            make(OpType.CONV_BPROP_FILTER, [x, ctx], arg=op.arg, axes=w.axes))
+
+
+def _conv_bprop_data_grad(ctx: Op, op: Op) -> Grads:
+    dy, w = op.src
+    return (_activation_like(make(OpType.CONV, [ctx, w], arg=op.arg), dy),
+            make(OpType.CONV_BPROP_FILTER, [ctx, dy], arg=op.arg, axes=w.axes))
+
+
+def _conv_bprop_filter_grad(ctx: Op, op: Op) -> Grads:
+    x, dy = op.src
+    return (make(OpType.CONV_BPROP_DATA, [dy, ctx], arg=op.arg, axes=x.axes),
+            _activation_like(make(OpType.CONV, [x, ctx], arg=op.arg), dy))
+
+
+def _pool_grad(ctx: Op, op: Op) -> Grads:
+    x = _x(op)
+    # max routes each window's gradient to its (first) maximum, which pool_bprop finds again in x
+    src = [ctx, x] if op.arg.op == "max" else [ctx]
+    return (make(OpType.POOL_BPROP, src, arg=op.arg, axes=x.axes),)
+
+
+def _pool_bprop_grad(ctx: Op, op: Op) -> Grads:
+    if op.arg.op == "avg":  # linear in dy: its adjoint is the average pooling itself
+        return (make(OpType.POOL, [ctx], arg=op.arg),)
+    raise UnsupportedOpError(
+        "gradients: the gradient of max pooling's gradient (a second derivative through max pooling) is not "
+        "supported; hint: use average pooling, or a strided convolution, where second derivatives are needed"
+    )
+
+
 RULES: dict[OpType, Rule] = {
     # element-wise unary
     OpType.NEG: lambda ctx, op: (-ctx,),
@@ -112,6 +157,12 @@ RULES: dict[OpType, Rule] = {
     OpType.CONCAT: _concat_grad,
     # contraction
     OpType.DOT: _dot_grad,
+    # neural network
+    OpType.CONV: _conv_grad,
+    OpType.CONV_BPROP_DATA: _conv_bprop_data_grad,
+    OpType.CONV_BPROP_FILTER: _conv_bprop_filter_grad,
+    OpType.POOL: _pool_grad,
+    OpType.POOL_BPROP: _pool_bprop_grad,
     # control
     OpType.SEQUENTIAL: lambda ctx, op: (None,) * (len(op.src) - 1) + (ctx,),
     OpType.CUSTOM_GRADIENT: custom_rule,

@@ -1,6 +1,7 @@
 """The IR: ``Op`` (one node type), ``OpType`` and groups, ``Axis``/``Axes``, inference, verification."""
 
 from .axes import Axes, Axis, format_axes
+from .conv import ConvArg, PoolArg
 from .fused import FusedProgram
 from .infer import FLOAT_DTYPES, INFER, infer, is_float, make, promote
 from .node import (
@@ -23,7 +24,8 @@ from .printer import format_graph, format_op
 from .spec import verify
 
 __all__ = [
-    "Axes", "Axis", "format_axes", "FusedProgram", "FLOAT_DTYPES", "INFER", "infer", "is_float", "make", "promote",
+    "Axes", "Axis", "format_axes", "ConvArg", "PoolArg", "FusedProgram", "FLOAT_DTYPES", "INFER", "infer",
+    "is_float", "make", "promote",
     "ArrayValue", "Meta", "Op", "RandomInfo", "ScopeEntry", "VariableInfo", "consumers", "current_scope",
     "name_scope", "next_uid", "scope_override", "substitute", "toposort", "OP_BY_NAME", "OpGroup",
     "OpType", "format_graph", "format_op", "verify",

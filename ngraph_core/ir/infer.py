@@ -16,6 +16,7 @@ import numpy as np
 
 from ..errors import AxesError, DTypeError
 from .axes import Axes, format_axes
+from .conv import ConvArg, PoolArg, activation_roles, check_conv, check_pool
 from .node import Op
 from .ops import OpGroup, OpType
 
@@ -188,6 +189,78 @@ def _dot(src, arg, axes, dtype):
     return (a.axes - shared) + (b.axes - shared), promote(a.dtype, b.dtype)
 
 
+def _float_operands(src: Sequence[Op], what: str) -> str:
+    for s in src:
+        if not is_float(s.dtype):
+            raise DTypeError(f"{what}: expected float operands, received {s.dtype}; hint: ng.cast(x, 'float32') first")
+    return promote(*(s.dtype for s in src))
+
+
+def _given_axes(axes: Axes | None, what: str, role: str) -> Axes:
+    if axes is None:
+        raise AxesError(f"{what}: expected the axes of the {role} (axes=...), received none")
+    return axes
+
+
+def _check_conv_output(dy: Axes, k: int, spatial: Axes, batch: object, what: str) -> None:
+    """``dy`` must have the roles and lengths of the convolution's output ``[K, *spatial, N]``."""
+    dr = activation_roles(dy, what)
+    if dr.channel.length != k or dr.spatial.lengths != spatial.lengths or dr.batch != batch:
+        raise AxesError(
+            f"{what}: expected a gradient shaped like the convolution's output [K:{k}, "
+            f"{', '.join(str(a) for a in spatial)}, {batch}], received {format_axes(dy)}; hint: the gradient has "
+            "the output's axes"
+        )
+
+
+def _conv(src, arg: ConvArg, axes, dtype):
+    x, w = src
+    dtype = _float_operands(src, "conv")
+    xr, wr, spatial = check_conv(x.axes, w.axes, arg, "conv")
+    return Axes([wr.out_channels, *spatial, xr.batch]), dtype
+
+
+def _conv_bprop_data(src, arg: ConvArg, axes, dtype):
+    dy, w = src
+    dtype = _float_operands(src, "conv_bprop_data")
+    axes = _given_axes(axes, "conv_bprop_data", "convolution's input")
+    xr, wr, spatial = check_conv(axes, w.axes, arg, "conv_bprop_data")
+    _check_conv_output(dy.axes, wr.out_channels.length, spatial, xr.batch, "conv_bprop_data")
+    return axes, dtype
+
+
+def _conv_bprop_filter(src, arg: ConvArg, axes, dtype):
+    x, dy = src
+    dtype = _float_operands(src, "conv_bprop_filter")
+    axes = _given_axes(axes, "conv_bprop_filter", "filter")
+    xr, wr, spatial = check_conv(x.axes, axes, arg, "conv_bprop_filter")
+    _check_conv_output(dy.axes, wr.out_channels.length, spatial, xr.batch, "conv_bprop_filter")
+    return axes, dtype
+
+
+def _pool(src, arg: PoolArg, axes, dtype):
+    dtype = _float_operands(src, "pool")
+    return check_pool(src[0].axes, arg, "pool")[1], dtype
+
+
+def _pool_bprop(src, arg: PoolArg, axes, dtype):
+    """``pool_bprop(dy)`` for avg, ``pool_bprop(dy, x)`` for max (it finds each window's maximum in x)."""
+    dtype = _float_operands(src, "pool_bprop")
+    axes = _given_axes(axes, "pool_bprop", "pooling's input")
+    out = check_pool(axes, arg, "pool_bprop")[1]
+    expected = 2 if arg.op == "max" else 1
+    if len(src) != expected:
+        raise AxesError(f"pool_bprop ({arg.op}): expected {expected} input(s), received {len(src)}")
+    if src[0].axes != out:
+        raise AxesError(
+            f"pool_bprop: expected a gradient with the pooling's output axes {format_axes(out)}, received "
+            f"{format_axes(src[0].axes)}"
+        )
+    if expected == 2 and src[1].axes != axes:
+        raise AxesError(f"pool_bprop: the input {format_axes(src[1].axes)} differs from axes {format_axes(axes)}")
+    return axes, dtype
+
+
 def _assign(src, arg, axes, dtype):
     var, value = src
     if var.op is not OpType.VARIABLE:
@@ -227,6 +300,11 @@ INFER: dict[OpType, Rule] = {
     OpType.PAD: _pad,
     OpType.CONCAT: _concat,
     OpType.DOT: _dot,
+    OpType.CONV: _conv,
+    OpType.CONV_BPROP_DATA: _conv_bprop_data,
+    OpType.CONV_BPROP_FILTER: _conv_bprop_filter,
+    OpType.POOL: _pool,
+    OpType.POOL_BPROP: _pool_bprop,
     OpType.ASSIGN: _assign,
     OpType.SEQUENTIAL: _sequential,
     OpType.DOALL: _doall,
@@ -241,6 +319,9 @@ ARITY: dict[OpType, int | None] = {
     **{t: 1 for t in OpGroup.MOVEMENT - {OpType.CONCAT}},
     OpType.CONCAT: None,
     OpType.DOT: 2,
+    **{t: 2 for t in (OpType.CONV, OpType.CONV_BPROP_DATA, OpType.CONV_BPROP_FILTER)},
+    OpType.POOL: 1,
+    OpType.POOL_BPROP: None,  # (dy) for avg, (dy, x) for max
     OpType.ASSIGN: 2,
     OpType.SEQUENTIAL: None,
     OpType.DOALL: None,

@@ -72,6 +72,12 @@ class OpType(Enum):
     CONCAT = "concat"
     # contraction
     DOT = "dot"
+    # neural-network ops over [C, *spatial, N] activations (arg: ir/conv.py ConvArg / PoolArg)
+    CONV = "conv"
+    CONV_BPROP_DATA = "conv_bprop_data"
+    CONV_BPROP_FILTER = "conv_bprop_filter"
+    POOL = "pool"
+    POOL_BPROP = "pool_bprop"
     # control and side effects
     ASSIGN = "assign"
     SEQUENTIAL = "sequential"
@@ -111,6 +117,12 @@ class OpGroup:
         OpType.BROADCAST, OpType.CAST_AXES, OpType.RESHAPE, OpType.SLICE, OpType.PAD, OpType.CONCAT,
     })
     CONTRACTION = frozenset({OpType.DOT})
+    # convolution (its data and filter gradients; the data gradient is also the transposed
+    # convolution) and pooling. They own their buffers and never run in place: a window reads
+    # inputs around the position it writes.
+    NN = frozenset({
+        OpType.CONV, OpType.CONV_BPROP_DATA, OpType.CONV_BPROP_FILTER, OpType.POOL, OpType.POOL_BPROP,
+    })
     CONTROL = frozenset({OpType.ASSIGN, OpType.SEQUENTIAL, OpType.DOALL, OpType.CUSTOM_GRADIENT})
     SIDE_EFFECT = frozenset({OpType.ASSIGN})
     COMPILED = frozenset({OpType.FUSED})
@@ -137,7 +149,7 @@ OpGroup.BY_NAME.update({
     "leaf": OpGroup.LEAF, "random": OpGroup.RANDOM, "unary": OpGroup.UNARY,
     "binary": OpGroup.BINARY, "comparison": OpGroup.COMPARISON, "elementwise": OpGroup.ELEMENTWISE,
     "reduce": OpGroup.REDUCE, "movement": OpGroup.MOVEMENT, "contraction": OpGroup.CONTRACTION,
-    "control": OpGroup.CONTROL, "compiled": OpGroup.COMPILED,
+    "nn": OpGroup.NN, "control": OpGroup.CONTROL, "compiled": OpGroup.COMPILED,
 })
 
 OP_BY_NAME: dict[str, OpType] = {t.value: t for t in OpType}

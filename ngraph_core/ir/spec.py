@@ -10,10 +10,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ..errors import NgraphError, VerifyError
+from .conv import ConvArg, PoolArg
 from .infer import ALL_DTYPES, infer
 from .node import ArrayValue, Op, RandomInfo, VariableInfo, toposort
 from .ops import OpType
 from .printer import format_op
+
+_CONV_OPS = (OpType.CONV, OpType.CONV_BPROP_DATA, OpType.CONV_BPROP_FILTER)
 
 
 def _check_arg(op: Op) -> str | None:
@@ -33,6 +36,10 @@ def _check_arg(op: Op) -> str | None:
             return f"constant arg must be a number or ArrayValue, got {type(arg).__name__}"
     if t is OpType.CONCAT and not isinstance(arg, str):
         return "concat arg must be the axis name"
+    if t in _CONV_OPS and not isinstance(arg, ConvArg):
+        return f"{t.value} arg must be ConvArg, got {type(arg).__name__}"
+    if t in (OpType.POOL, OpType.POOL_BPROP) and not isinstance(arg, PoolArg):
+        return f"{t.value} arg must be PoolArg, got {type(arg).__name__}"
     return None
 
 

@@ -19,7 +19,7 @@ from ..errors import AxesError, DTypeError, FeedError, NgraphError, UnsupportedO
 from ..ir import Op, OpGroup, OpType, format_axes, format_op
 from ..passes import CompiledGraph, MemoryPlan, MemoryReport, compile_graph
 from ..pattern import PatternMatcher
-from .kernels import KERNELS, KernelContext
+from .kernels import KERNELS, KernelContext, Workspace
 
 
 def owns_buffer(op: Op) -> bool:
@@ -46,7 +46,8 @@ class Computation:
         self.single = single
         self.graph: CompiledGraph = compile_graph(results, transformer.optimize, transformer.extra_rules,
                                                   transformer.dtype_of)
-        self.source, self._fn = transformer._build(self.graph, self.placeholders)
+        self.workspace = Workspace(transformer.xp)
+        self.source, self._fn = transformer._build(self.graph, self.placeholders, self.workspace)
 
     def __call__(self, *values: Any) -> Any:
         if len(values) != len(self.placeholders):
@@ -62,6 +63,11 @@ class Computation:
     def memory_plan(self) -> MemoryPlan:
         """Where each temporary lives in this computation's arena (``ng.viz.memory_plot`` draws it)."""
         return self.graph.memory
+
+    @property
+    def workspace_bytes(self) -> int:
+        """Bytes of the scratch buffer the kernels share (im2col matrices, padded copies), outside the arena."""
+        return self.workspace.nbytes
 
     def memory_report(self) -> MemoryReport:
         """Arena bytes, bytes without reuse, persistent (variable) bytes and live bytes per step.
@@ -249,8 +255,9 @@ class Transformer:
                 exprs[op] = f"buf{i}"
         return exprs, env
 
-    def _build(self, graph: CompiledGraph, placeholders: Sequence[Op]) -> tuple[str, Callable[..., tuple]]:
-        kc = KernelContext(self.xp, self.dtype_of, self.seed_for)
+    def _build(self, graph: CompiledGraph, placeholders: Sequence[Op],
+               workspace: Workspace | None = None) -> tuple[str, Callable[..., tuple]]:
+        kc = KernelContext(self.xp, self.dtype_of, self.seed_for, workspace)
         buffer_of, env = self._buffers(graph)
         names: dict[Op, str] = {}
         lines: list[str] = []

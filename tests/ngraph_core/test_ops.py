@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import nn_reference as nn_ref
 import numpy as np
 import pytest
 from op_helper import Arg, arg, check_fused, check_op, check_op_torch
@@ -37,6 +38,45 @@ ONE_HOT_YN = np.eye(5)[LABELS].T.copy()
 MAX_TIES = np.array([[1.0, 2.0, 0.5, -1.0], [1.0, 0.0, 0.5, 3.0], [0.0, 2.0, 0.5, 3.0]])
 BIG = np.array([[100.0, -100.0, 30.0, -0.5], [-100.0, 100.0, 0.7, 99.0], [50.0, -60.0, -1.3, 100.0],
                 [0.2, 1.5, -100.0, -99.0], [-3.0, 80.0, 2.5, 0.1]])
+
+
+# images [C, H, W, N] and filters [Ci, R, S, K] for the neural-network cases
+R3, S2, K6, CI1 = ng.make_axis(3, "R"), ng.make_axis(2, "S"), ng.make_axis(6, "K"), ng.make_axis(1, "Ci")
+IMAGE = arg(C, H, W, N_2)
+POOL_TIES = _fixed.integers(0, 3, (3, 5, 6, 2)).astype(np.float64)
+
+
+def nchw(t: Any) -> Any:
+    """A torch tensor [C, H, W, N] as NCHW (and a filter [Ci, R, S, K] as PyTorch's (K, Ci, R, S))."""
+    return t.permute(3, 0, 1, 2)
+
+
+def chwn(t: Any) -> Any:
+    """A torch NCHW tensor as [C, H, W, N]."""
+    return t.permute(1, 2, 3, 0)
+
+
+def filter_gradient(x: ng.Op, dy: ng.Op) -> ng.Op:
+    """d sum(conv(x, w) * dy) / dw: a conv_bprop_filter of x and dy (w's value does not matter)."""
+    w = ng.variable([C, R3, S2, K], initial_value=0.0)
+    return ng.deriv(ng.sum(ng.convolution(x, w, strides=(2, 1), padding=1) * dy), w)
+
+
+def torch_filter_gradient(x: Any, dy: Any) -> Any:
+    w = torch.zeros((2, 3, 3, 2), dtype=torch.float64, requires_grad=True)
+    y = F_().conv2d(nchw(x), w, stride=(2, 1), padding=1)
+    return chwn(torch.autograd.grad((y * nchw(dy)).sum(), w, create_graph=True)[0])
+
+
+def pool_gradient(x: ng.Op | None, dy: ng.Op, **kw: Any) -> ng.Op:
+    """d sum(pool(x) * dy) / dx; with x None a fresh variable (avg pooling's gradient does not read x)."""
+    x = ng.variable([C, H, W, N_2], initial_value=0.0) if x is None else x
+    return ng.deriv(ng.sum(ng.pooling(x, **kw) * dy), x)
+
+
+def torch_pool_gradient(x: Any, dy: Any, fn: Callable, **kw: Any) -> Any:
+    x = (torch.zeros((3, 5, 6, 2), dtype=torch.float64) if x is None else x.detach()).requires_grad_()
+    return chwn(torch.autograd.grad((fn(nchw(x), **kw) * nchw(dy)).sum(), x, create_graph=True)[0].permute(3, 0, 1, 2))
 
 
 # a case's xfail reason ("BUG: ...") -> the exception the bug raises; none is open now
@@ -347,6 +387,45 @@ CASES: list[Case] = [
          torch=lambda p, y: F_().binary_cross_entropy(p, y, reduction="none").sum(0)),
     case("softplus", T.LOG1P, ng.softplus, np_softplus, [arg(C, N, low=-5, high=5, avoid=0.05)],
          torch=lambda x: F_().softplus(x)),
+    # -- neural network: [C, H, W, N] images; the full sweep is tests/ngraph_core/test_nn_ops.py ---------
+    case("conv_stride_pad_dilation", T.CONV,
+         lambda x, w: ng.convolution(x, w, strides=(2, 1), padding=((1, 0), 1), dilation=(1, 2)),
+         lambda x, w: nn_ref.conv(x, w, (2, 1), ((1, 0), (1, 1)), (1, 2)), [IMAGE, arg(C, R3, S2, K)],
+         torch=lambda x, w: chwn(F_().conv2d(F_().pad(nchw(x), (1, 1, 1, 0)), nchw(w), stride=(2, 1),
+                                             dilation=(1, 2)))),
+    case("conv_depthwise_same", T.CONV, lambda x, w: ng.convolution(x, w, padding="same", groups=3),
+         lambda x, w: nn_ref.conv(x, w, (1, 1), ((1, 1), (0, 1)), (1, 1), groups=3), [IMAGE, arg(CI1, R3, S2, K6)],
+         torch=lambda x, w: chwn(F_().conv2d(nchw(x), nchw(w), padding="same", groups=3))),
+    case("conv_nchw_input", T.CONV, lambda x, w: ng.convolution(x, w, padding=1),
+         lambda x, w: nn_ref.conv(x.transpose(1, 2, 3, 0), w, (1, 1), ((1, 1), (1, 1)), (1, 1)),
+         [arg(N_2, C, H, W), arg(C, R3, S2, K)], torch=lambda x, w: chwn(F_().conv2d(x, nchw(w), padding=1))),
+    case("deconvolution", T.CONV_BPROP_DATA,
+         lambda x, w: ng.deconvolution(x, w, strides=2, padding=(1, 0), output_padding=(1, 0)),
+         lambda x, w: nn_ref.deconv(x, w, (2, 2), ((1, 1), (0, 0)), (1, 0), (1, 1)), [IMAGE, arg(K, R3, S2, C)],
+         torch=lambda x, w: chwn(F_().conv_transpose2d(nchw(x), nchw(w), stride=2, padding=(1, 0),
+                                                       output_padding=(1, 0)))),
+    case("conv_filter_gradient", T.CONV_BPROP_FILTER, filter_gradient,
+         lambda x, dy: nn_ref.conv_filter_grad(x, dy, (3, 2), (2, 1), ((1, 1), (1, 1)), (1, 1)),
+         [IMAGE, arg(K, ng.make_axis(3, "H"), ng.make_axis(7, "W"), N_2)], torch=torch_filter_gradient),
+    case("max_pool_ceil_pad", T.POOL, lambda x: ng.pooling(x, 3, strides=2, padding=1, ceil_mode=True),
+         lambda x: nn_ref.pool(x, "max", (3, 3), (2, 2), (1, 1), ceil_mode=True), [IMAGE],
+         torch=lambda x: chwn(F_().max_pool2d(nchw(x), 3, 2, 1, ceil_mode=True))),
+    case("avg_pool_exclude_pad", T.POOL,
+         lambda x: ng.pooling(x, (3, 2), op="avg", strides=(2, 1), padding=(1, 0), count_include_pad=False),
+         lambda x: nn_ref.pool(x, "avg", (3, 2), (2, 1), (1, 0), count_include_pad=False), [IMAGE],
+         torch=lambda x: chwn(F_().avg_pool2d(nchw(x), (3, 2), (2, 1), (1, 0), count_include_pad=False))),
+    case("avg_pool_gradient", T.POOL_BPROP,
+         lambda dy: pool_gradient(None, dy, fshape=3, op="avg", strides=2, padding=1, ceil_mode=True),
+         lambda dy: nn_ref.pool_grad(np.zeros((3, 5, 6, 2)), dy, "avg", (3, 3), (2, 2), (1, 1), ceil_mode=True),
+         [arg(C, ng.make_axis(3, "H"), ng.make_axis(4, "W"), N_2)],
+         torch=lambda dy: torch_pool_gradient(None, dy, F_().avg_pool2d, kernel_size=3, stride=2, padding=1,
+                                              ceil_mode=True)),
+    case("max_pool_gradient_ties", T.POOL_BPROP,
+         lambda x, dy: pool_gradient(x, dy, fshape=3, strides=(1, 2), padding=1),
+         lambda x, dy: nn_ref.pool_grad(x, dy, "max", (3, 3), (1, 2), (1, 1)),
+         [arg(C, H, W, N_2, values=POOL_TIES), arg(C, H, ng.make_axis(3, "W"), N_2)], grad=False,
+         torch=lambda x, dy: torch_pool_gradient(x, dy, F_().max_pool2d, kernel_size=3, stride=(1, 2),
+                                                 padding=1)),
     # -- control -------------------------------------------------------------------------------
     case("custom_gradient", T.CUSTOM_GRADIENT, triple_grad, lambda x: x, [CN],
          expected_grads=lambda xs, r: [3.0 * r]),

@@ -72,6 +72,33 @@ def _reshape() -> tuple[list[Op], list[Op]]:
     return [ng.flatten(x)], [x]
 
 
+def _image() -> Op:
+    return _x("image", (C, H, ng.make_axis(5, "W"), N))
+
+
+def _filter(k: int = 4) -> Op:
+    R, S, K = ng.make_axis(3, "R"), ng.make_axis(2, "S"), ng.make_axis(k, "K")
+    return ng.variable([C, R, S, K], initial_value=lambda axes: np.linspace(-1, 1, axes.size).reshape(axes.lengths),
+                       name="filter")
+
+
+def _conv_grad(which: int) -> tuple[list[Op], list[Op]]:
+    x, w = _image(), _filter()
+    y = ng.convolution(x, w, strides=(1, 2), padding=((1, 0), 1), dilation=(2, 1))
+    return [ng.gradients(ng.sum(y * y), [x, w])[which]], [x]
+
+
+def _deconvolution() -> tuple[list[Op], list[Op]]:
+    x = _x("image", (ng.make_axis(4, "K"), H, ng.make_axis(5, "W"), N))
+    return [ng.deconvolution(x, _filter(), strides=2, padding=(1, 0), output_padding=(1, 0))], [x]
+
+
+def _pool_grad(op: str) -> tuple[list[Op], list[Op]]:
+    x = _image()
+    y = ng.pooling(x, (3, 2), op=op, strides=(2, 1), padding=1, ceil_mode=True, count_include_pad=False)
+    return [ng.gradients(ng.sum(y * y), [x])[0]], [x]
+
+
 # OpType -> a builder of (results, placeholders) through the public API; placeholders are fed positive floats.
 GRAPHS: dict[OpType, Callable[[], tuple[list[Op], list[Op]]]] = {
     OpType.CONSTANT: _unary(lambda x: x * ng.constant(np.arange(6.0).reshape(3, 2), [C, N]) + ng.constant(2)),
@@ -107,6 +134,11 @@ GRAPHS: dict[OpType, Callable[[], tuple[list[Op], list[Op]]]] = {
     OpType.SEQUENTIAL: _sequential,
     OpType.DOALL: _doall,
     OpType.CUSTOM_GRADIENT: _unary(lambda x: clip_grad(ng.tanh(x))),
+    OpType.CONV: lambda: ([ng.convolution(x := _image(), _filter(), padding="same")], [x]),
+    OpType.CONV_BPROP_DATA: lambda: _conv_grad(0),
+    OpType.CONV_BPROP_FILTER: lambda: _conv_grad(1),
+    OpType.POOL: lambda: ([ng.pooling(x := _image(), 2, op="avg", ceil_mode=True)], [x]),
+    OpType.POOL_BPROP: lambda: _pool_grad("max"),
 }
 
 

@@ -11,7 +11,7 @@ from ngraph_core.ir.infer import ARITY, INFER
 from ngraph_core.transformers.kernels import BOUND_BY_EXECUTOR, KERNELS
 
 ALL = list(OpType)
-KINDS = ("LEAF", "RANDOM", "ELEMENTWISE", "REDUCE", "MOVEMENT", "CONTRACTION", "CONTROL", "COMPILED")
+KINDS = ("LEAF", "RANDOM", "ELEMENTWISE", "REDUCE", "MOVEMENT", "CONTRACTION", "NN", "CONTROL", "COMPILED")
 
 
 @pytest.mark.parametrize("op", ALL, ids=lambda t: t.value)

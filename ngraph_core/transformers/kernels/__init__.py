@@ -6,14 +6,16 @@ placeholders have no kernel: the executor binds their storage and feeds.
 """
 
 from ...ir import OpType
-from . import contraction, control, elementwise, fused, leaf, movement, reduce
-from .context import Kernel, KernelContext, KernelFactory
+from . import contraction, control, conv, elementwise, fused, leaf, movement, pool, reduce
+from .context import Kernel, KernelContext, KernelFactory, Workspace
 
 KERNELS: dict[OpType, KernelFactory] = {
     **elementwise.KERNELS,
     **reduce.KERNELS,
     **movement.KERNELS,
     **contraction.KERNELS,
+    **conv.KERNELS,
+    **pool.KERNELS,
     **leaf.KERNELS,
     **control.KERNELS,
     **fused.KERNELS,
@@ -21,4 +23,4 @@ KERNELS: dict[OpType, KernelFactory] = {
 
 BOUND_BY_EXECUTOR = frozenset({OpType.VARIABLE, OpType.PLACEHOLDER})
 
-__all__ = ["BOUND_BY_EXECUTOR", "KERNELS", "Kernel", "KernelContext", "KernelFactory"]
+__all__ = ["BOUND_BY_EXECUTOR", "KERNELS", "Kernel", "KernelContext", "KernelFactory", "Workspace"]

@@ -1,14 +1,62 @@
-"""What a kernel factory may ask of its transformer: the array module, dtypes and seeds."""
+"""What a kernel factory may ask of its transformer: the array module, dtypes, seeds and scratch memory."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from ...ir import Op
 
 Kernel = Callable[..., Any]
+
+ALIGNMENT = 64
+
+
+class Workspace:
+    """Scratch memory shared by every kernel of one computation.
+
+    The executor runs one kernel at a time and a kernel's scratch is dead once it
+    returns, so all kernels can carve their scratch out of one buffer, sized for the
+    greediest (an im2col matrix, a padded copy). A factory calls ``request`` at compile
+    time; its kernel calls the returned function at run time to get the arrays. The
+    buffer is allocated at the first such call, when every factory has made its request.
+    Arrays of one request are disjoint; arrays of different requests overlap, so a
+    kernel makes exactly one request for all its scratch.
+
+    Example:
+        >>> views = workspace.request([((3, 9, 64), "float32")])
+        >>> def kernel(out, x):
+        ...     (col,) = views()
+    """
+
+    def __init__(self, xp: Any) -> None:
+        self.xp = xp
+        self.nbytes = 0
+        self._buffer: Any = None
+
+    def request(self, specs: Sequence[tuple[tuple[int, ...], str]]) -> Callable[[], list[Any]]:
+        """A function returning one array per ``(shape, dtype)`` spec, disjoint from each other."""
+        offsets, end = [], 0
+        for shape, dtype in specs:
+            offsets.append(end)
+            end += -(-int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize // ALIGNMENT) * ALIGNMENT
+        self.nbytes = max(self.nbytes, end)
+        cache: list[Any] = []
+
+        def views() -> list[Any]:
+            if not cache:
+                if self._buffer is None:
+                    self._buffer = self.xp.empty(max(self.nbytes, 1), dtype=self.xp.uint8)
+                assert self._buffer.size >= end, "a workspace request came after the buffer was allocated"
+                for (shape, dtype), start in zip(specs, offsets):
+                    size = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+                    cache.append(self._buffer[start:start + size].view(dtype).reshape(shape))
+            return cache
+
+        return views
 
 
 @dataclass(frozen=True)
@@ -19,6 +67,8 @@ class KernelContext:
         xp: the array module (numpy or cupy).
         dtype_of: the dtype an op's value has on this transformer (float32 may run as float64).
         seed_for: the seed of a random op's generator.
+        workspace: scratch shared by the kernels of one computation (None: each kernel
+            that needs scratch makes its own, as constant folding does).
 
     Calling convention: a kernel for an op that owns a buffer (not in
     ``OpGroup.NO_BUFFER``) is called as ``kernel(out, *inputs)`` and writes its value
@@ -29,6 +79,11 @@ class KernelContext:
     xp: Any
     dtype_of: Callable[[Op], str]
     seed_for: Callable[[Op], int]
+    workspace: Workspace | None = None
+
+    def scratch(self) -> Workspace:
+        """The computation's workspace, or a private one when there is none."""
+        return self.workspace if self.workspace is not None else Workspace(self.xp)
 
 
 KernelFactory = Callable[[Op, KernelContext], Kernel]
