@@ -5,7 +5,10 @@ it to ``Layer.add_variable``, which fills the variable once, when it is created.
 
 Fan convention (neon's layout puts the output axis first): for a weight of shape
 ``(fan_out, *rest)``, ``fan_out = shape[0]`` and ``fan_in = prod(shape[1:])``; a
-1-D shape has ``fan_in = fan_out = shape[0]``.
+1-D shape has ``fan_in = fan_out = shape[0]``. A convolution filter is filled through
+``fill_filter(shape, receptive_field)`` with its output channels first, ``(K, Ci, *window)``:
+``fan_in = Ci * prod(window)`` as above, and ``fan_out = K * prod(window)`` (each input pixel
+reaches that many outputs; PyTorch's and Keras' rule), where the plain rule would give ``K``.
 
 Reproducibility: every random initializer takes ``seed=None``. With a seed it draws from
 its own generator (created once, so two variables filled by one instance still differ);
@@ -48,13 +51,23 @@ def set_seed(seed: int) -> None:
     _generator = np.random.default_rng(seed)
 
 
-def compute_fans(shape: tuple[int, ...]) -> tuple[int, int]:
-    """``(fan_in, fan_out)`` of a weight shape (output axis first; see the module docstring)."""
+def compute_fans(shape: tuple[int, ...], receptive_field: int = 1) -> tuple[int, int]:
+    """``(fan_in, fan_out)`` of a weight shape (output axis first; see the module docstring).
+
+    Args:
+        shape: the weight's shape, output axis first.
+        receptive_field: for a convolution filter ``(K, Ci, *window)``, ``prod(window)``: it
+            multiplies ``fan_out`` (``fan_in`` already counts the window).
+
+    Example:
+        >>> compute_fans((10, 784)), compute_fans((64, 3, 3, 3), receptive_field=9)
+        ((784, 10), (27, 576))
+    """
     if len(shape) == 0:
         return 1, 1
     if len(shape) == 1:
         return shape[0], shape[0]
-    return int(np.prod(shape[1:])), int(shape[0])
+    return int(np.prod(shape[1:])), int(shape[0]) * int(receptive_field)
 
 
 class Initializer:
@@ -78,6 +91,15 @@ class Initializer:
     def fill(self, shape: tuple[int, ...]) -> np.ndarray:
         """A float32 array of ``shape`` holding initial values."""
         raise NotImplementedError(f"{type(self).__name__} must implement fill(shape)")
+
+    def fill_filter(self, shape: tuple[int, ...], receptive_field: int) -> np.ndarray:
+        """A convolution filter, output channels first: ``(K, Ci, *window)`` with ``receptive_field =
+        prod(window)`` (see the module docstring). Only initializers that use ``fan_out`` differ from ``fill``.
+
+        Example:
+            >>> w = GlorotUniform(seed=0).fill_filter((16, 3, 3, 3), receptive_field=9)
+        """
+        return self.fill(shape)
 
     def get_config(self) -> dict[str, Any]:
         """The constructor arguments as plain data."""
@@ -172,7 +194,10 @@ class GlorotUniform(Initializer):
     """
 
     def fill(self, shape: tuple[int, ...]) -> np.ndarray:
-        fan_in, fan_out = compute_fans(shape)
+        return self.fill_filter(shape, 1)
+
+    def fill_filter(self, shape: tuple[int, ...], receptive_field: int) -> np.ndarray:
+        fan_in, fan_out = compute_fans(shape, receptive_field)
         bound = math.sqrt(6.0 / (fan_in + fan_out))
         return self.rng.uniform(-bound, bound, shape).astype(np.float32)
 
