@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
-
-import numpy as np
 
 from ...ir import Op
 
 Kernel = Callable[..., Any]
 
 ALIGNMENT = 64
+
+
+def _nbytes(xp: Any, shape: Sequence[int], dtype: str) -> int:
+    return math.prod(shape) * xp.dtype(dtype).itemsize
 
 
 class Workspace:
@@ -42,7 +45,7 @@ class Workspace:
         offsets, end = [], 0
         for shape, dtype in specs:
             offsets.append(end)
-            end += -(-int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize // ALIGNMENT) * ALIGNMENT
+            end += -(-_nbytes(self.xp, shape, dtype) // ALIGNMENT) * ALIGNMENT
         self.nbytes = max(self.nbytes, end)
         cache: list[Any] = []
 
@@ -52,7 +55,7 @@ class Workspace:
                     self._buffer = self.xp.empty(max(self.nbytes, 1), dtype=self.xp.uint8)
                 assert self._buffer.size >= end, "a workspace request came after the buffer was allocated"
                 for (shape, dtype), start in zip(specs, offsets):
-                    size = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+                    size = _nbytes(self.xp, shape, dtype)
                     cache.append(self._buffer[start:start + size].view(dtype).reshape(shape))
             return cache
 
