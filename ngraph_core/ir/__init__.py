@@ -15,6 +15,7 @@ from .node import (
     current_scope,
     name_scope,
     next_uid,
+    owns_buffer,
     scope_override,
     substitute,
     toposort,
@@ -27,6 +28,7 @@ __all__ = [
     "Axes", "Axis", "format_axes", "ConvArg", "PoolArg", "FusedProgram", "FLOAT_DTYPES", "INFER", "infer",
     "is_float", "make", "promote",
     "ArrayValue", "Meta", "Op", "RandomInfo", "ScopeEntry", "VariableInfo", "consumers", "current_scope",
-    "name_scope", "next_uid", "scope_override", "substitute", "toposort", "OP_BY_NAME", "OpGroup",
+    "name_scope", "next_uid", "owns_buffer", "scope_override", "substitute", "toposort", "OP_BY_NAME",
+    "OpGroup",
     "OpType", "format_graph", "format_op", "verify",
 ]

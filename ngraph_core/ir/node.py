@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from .axes import Axes
-from .ops import OpType
+from .ops import OpGroup, OpType
 
 _uids = itertools.count()
 
@@ -305,6 +305,11 @@ class Op:
             f"The truth value of a graph op ({self.op.value}) is not known until it runs; "
             "hint: use ng.where / comparisons inside the graph, or compare ops with `is`"
         )
+
+
+def owns_buffer(op: Op) -> bool:
+    """True when ``op``'s value needs a buffer of its own (its kernel is called as ``kernel(out, *inputs)``)."""
+    return op.op not in OpGroup.NO_BUFFER
 
 
 # -- graph walks ----------------------------------------------------------------------------

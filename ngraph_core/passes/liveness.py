@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..ir import Op, OpGroup, OpType
+from ..ir import Op, OpGroup, OpType, owns_buffer
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,10 +42,6 @@ class Interval:
     def __contains__(self, step: object) -> bool:
         return isinstance(step, int) and self.start <= step <= self.end
 
-
-def owns_buffer(op: Op) -> bool:
-    """True when ``op``'s value needs a buffer of its own in the computation's arena."""
-    return op.op not in OpGroup.NO_BUFFER
 
 
 def aliased_source(op: Op) -> Op:

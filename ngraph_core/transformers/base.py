@@ -16,15 +16,10 @@ from typing import Any
 import numpy as np
 
 from ..errors import AxesError, DTypeError, FeedError, NgraphError, UnsupportedOpError
-from ..ir import Op, OpGroup, OpType, format_axes, format_op
+from ..ir import Op, OpType, format_axes, format_op, owns_buffer
 from ..passes import CompiledGraph, MemoryPlan, MemoryReport, compile_graph
 from ..pattern import PatternMatcher
 from .kernels import KERNELS, KernelContext, Workspace
-
-
-def owns_buffer(op: Op) -> bool:
-    """True when ``op``'s kernel writes into an output buffer (called as ``kernel(out, *inputs)``)."""
-    return op.op not in OpGroup.NO_BUFFER
 
 
 class Computation:
