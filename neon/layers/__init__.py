@@ -2,15 +2,19 @@
 
 from .base import Layer, LayerError, is_training, training_mode
 from .composite import CompositeLayer
+from .convolution import Conv, Convolution, Deconv, Deconvolution
 from .core import Activation, Affine, Bias, Linear
 from .dropout import Dropout
 from .embedding import LookupTable
 from .normalization import BatchNorm
+from .pooling import GlobalAvgPool, Pool
 from .reshaping import Flatten
+from .residual import ResidualBlock
 from .serialization import deserialize_layer, layer_classes, serialize_layer
 
 __all__ = [
     "Layer", "LayerError", "is_training", "training_mode", "CompositeLayer",
     "Activation", "Affine", "Bias", "Linear", "Dropout", "LookupTable", "BatchNorm", "Flatten",
+    "Conv", "Convolution", "Deconv", "Deconvolution", "Pool", "GlobalAvgPool", "ResidualBlock",
     "deserialize_layer", "layer_classes", "serialize_layer",
 ]

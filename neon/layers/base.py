@@ -29,6 +29,8 @@ import numpy as np
 
 import ngraph_core as ng
 
+from ..initializers import Initializer
+
 _training: contextvars.ContextVar[bool] = contextvars.ContextVar("neon_training", default=False)
 _counters: defaultdict[str, itertools.count] = defaultdict(itertools.count)
 
@@ -114,7 +116,7 @@ class Layer:
         """Create a variable of this layer (``init``: an initializer, a number or an array)."""
         axes = ng.make_axes(axes)
         initial_value: Any = init
-        if hasattr(init, "fill"):
+        if isinstance(init, Initializer):
             # filled now, at build time: the weights then depend only on the order layers are
             # built (set_seed, then build, reproduces them) and every transformer sees the same ones
             initial_value = np.asarray(init.fill(axes.lengths))

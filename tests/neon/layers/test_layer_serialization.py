@@ -38,3 +38,22 @@ def test_malformed_data(bad) -> None:
         deserialize_layer(bad)
     with pytest.raises(LayerError, match="expected a neon Layer"):
         serialize_layer(object())
+
+
+def test_add_variable_takes_an_array_as_the_initial_value():
+    import numpy as np
+
+    import ngraph_core as ng
+    from neon.layers import Layer
+
+    class Scaled(Layer):
+        def build(self, x):
+            self.w = self.add_variable("w", [ng.make_axis(2, "A"), ng.make_axis(3, "B")], np.arange(6.0).reshape(2, 3))
+
+        def call(self, x):
+            return x
+
+    layer = Scaled()
+    layer(ng.placeholder([ng.make_axis(3, "F"), ng.make_axis(2, "N")]))
+    with ng.transformers.make_transformer() as t:
+        np.testing.assert_array_equal(t.read_variable(layer.w), np.arange(6.0).reshape(2, 3))
