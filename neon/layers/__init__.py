@@ -8,13 +8,13 @@ from .dropout import Dropout
 from .embedding import LookupTable
 from .normalization import BatchNorm
 from .pooling import GlobalAvgPool, Pool
-from .reshaping import Flatten
+from .reshaping import Flatten, Unflatten
 from .residual import ResidualBlock
 from .serialization import deserialize_layer, layer_classes, serialize_layer
 
 __all__ = [
     "Layer", "LayerError", "is_training", "training_mode", "CompositeLayer",
-    "Activation", "Affine", "Bias", "Linear", "Dropout", "LookupTable", "BatchNorm", "Flatten",
+    "Activation", "Affine", "Bias", "Linear", "Dropout", "LookupTable", "BatchNorm", "Flatten", "Unflatten",
     "Conv", "Convolution", "Deconv", "Deconvolution", "Pool", "GlobalAvgPool", "ResidualBlock",
     "deserialize_layer", "layer_classes", "serialize_layer",
 ]

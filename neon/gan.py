@@ -1,0 +1,391 @@
+"""``GAN``: a generator and a discriminator trained with alternating updates and two optimizers.
+
+One step (``k`` discriminator updates, then one generator update) per batch of real data:
+
+* **D step** — ``d_cost = BCE(D(x), 1) + BCE(D(stop_gradient(G(z))), 0)``, minimised over the
+  discriminator's trainable variables only, with ``d_optimizer``;
+* **G step** — the non-saturating cost ``g_cost = BCE(D(G(z')), 1)`` (Goodfellow et al. 2014),
+  minimised over the generator's trainable variables only, with ``g_optimizer``; D is read
+  (its updated weights) but never written.
+
+Each step is its own compiled computation (one D and one G computation per batch size, on the
+model's one transformer), so the G step sees the discriminator after its update. Each
+optimizer is called with its own model's variable list, so it creates state and assignments
+for those variables only; ``stop_gradient`` on the fake images keeps the D step from
+building the generator's backward pass. Both networks run in ``training_mode(True)``
+(batch statistics in ``BatchNorm``); the running averages are updated by a network's own step
+only: G's in the G step, D's in the D step from the real batch (D sees real and fake
+batches separately, as in the DCGAN reference code, and the fake batch's statistics do not
+enter D's running averages).
+
+**Noise.** ``z`` is a placeholder ``[Z:noise_dim, N]`` fed with standard normal noise drawn
+fresh for every step (D and G steps draw separately) from a NumPy generator seeded by
+``seed`` — so a run is reproducible, and ``generate(n, seed)`` gives the same images for the
+same seed and weights. Feeding the noise (rather than ``ng.normal`` in the graph) keeps the
+noise independent of the transformer and lets ``generate`` take any seed.
+
+Example:
+    >>> gan = GAN(generator_layers, discriminator_layers, noise_dim=100, seed=0)
+    >>> history = gan.fit(ArrayIterator(X, batch_size=64, lshape=(1, 28, 28), shuffle=True, seed=0),
+    ...                   num_epochs=5, d_optimizer=Adam(2e-4, beta_1=0.5), g_optimizer=Adam(2e-4, beta_1=0.5))
+    >>> images = gan.generate(64, seed=1)  # (64, 1, 28, 28)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import ngraph_core as ng
+
+from .callbacks import Callback, History
+from .containers import Sequential
+from .costs import CrossEntropyBinary
+from .data import DataError
+from .layers import Layer, training_mode
+from .model import FEATURE_AXIS_NAMES, ModelError, _dataset_shapes, _nbatches
+from .saving import CheckpointData, CheckpointError, check_entries, read_checkpoint, variable_keys, write_checkpoint
+
+NOISE_AXIS = "Z"
+
+
+def _as_layer(layers: Any, name: str) -> Layer:
+    if isinstance(layers, (list, tuple)):
+        return Sequential(list(layers), name=name)
+    if not isinstance(layers, Layer):
+        raise ModelError(f"GAN: expected the {name} as a layer or a list of layers, received {type(layers).__name__}")
+    return layers
+
+
+class GAN:
+    """A generative adversarial network (see the module docstring for the steps and the noise).
+
+    Args:
+        generator: layers mapping noise ``[Z:noise_dim, N]`` to samples (a list becomes a
+            ``Sequential`` named ``generator``).
+        discriminator: layers mapping samples to one probability ``[Out:1, N]`` (a sigmoid
+            output; a list becomes a ``Sequential`` named ``discriminator``).
+        noise_dim: the length of the noise axis.
+        seed: seeds the training noise (``fit``).
+        backend: the transformer backend.
+        **transformer_options: passed to ``ng.transformers.make_transformer``.
+
+    Attributes:
+        epoch, history (per epoch ``d_cost``, ``g_cost``, ``d_lr``, ``g_lr``), sample_shape.
+
+    Raises:
+        ModelError: bad arguments.
+    """
+
+    def __init__(self, generator: Any, discriminator: Any, noise_dim: int = 100, seed: int = 0,
+                 backend: str = "numpy", **transformer_options: Any) -> None:
+        if isinstance(noise_dim, bool) or not isinstance(noise_dim, int) or noise_dim < 1:
+            raise ModelError(f"GAN: noise_dim must be an int >= 1, received {noise_dim!r}")
+        self.generator = _as_layer(generator, "generator")
+        self.discriminator = _as_layer(discriminator, "discriminator")
+        if self.generator is self.discriminator:
+            raise ModelError("GAN: the generator and the discriminator must be different layers")
+        self.noise_dim = noise_dim
+        self.seed = seed
+        self.rng = np.random.default_rng(seed)
+        self.backend = backend
+        self.transformer_options = transformer_options
+        self.sample_shape: tuple[int, ...] | None = None
+        self.epoch = 0
+        self.history = History()
+        self.stop_training = False
+        self.d_optimizer: Any = None
+        self.g_optimizer: Any = None
+        self._transformer: Any = None
+        self._d_steps: dict[int, Any] = {}
+        self._g_steps: dict[int, Any] = {}
+        self._generate: dict[int, tuple[Any, ng.Op]] = {}
+        self._owner: tuple[Any, Any] | None = None
+
+    # -- graphs ------------------------------------------------------------------------------------
+    @property
+    def transformer(self) -> Any:
+        """The one transformer holding both networks' variables (created on first use)."""
+        if self._transformer is None:
+            self._transformer = ng.transformers.make_transformer(self.backend, **self.transformer_options)
+        return self._transformer
+
+    def close(self) -> None:
+        """Release the transformer (and with it the variables' values)."""
+        if self._transformer is not None:
+            self._transformer.close()
+        self._transformer = None
+        self._d_steps.clear()
+        self._g_steps.clear()
+        self._generate.clear()
+
+    @property
+    def variables(self) -> list[ng.Op]:
+        """The generator's variables, then the discriminator's."""
+        return list(self.generator.variables) + list(self.discriminator.variables)
+
+    def _noise(self, n: int) -> ng.Op:
+        return ng.placeholder([ng.make_axis(self.noise_dim, NOISE_AXIS), ng.make_axis(n, "N")], name="z")
+
+    def _real(self, n: int) -> ng.Op:
+        shape = self.sample_shape
+        if shape is None:
+            raise ModelError("GAN: no sample shape yet; hint: fit it, or build(sample_shape) first")
+        names = FEATURE_AXIS_NAMES.get(len(shape), tuple(f"D{i}" for i in range(len(shape))))
+        axes = [ng.make_axis(length, name) for length, name in zip(shape, names, strict=True)]
+        return ng.placeholder([*axes, ng.make_axis(n, "N")], name="X")
+
+    def _fake(self, z: ng.Op, training: bool) -> ng.Op:
+        with training_mode(training):
+            fake = self.generator(z)
+        shape = tuple(a.length for a in fake.axes if not a.is_batch)
+        if fake.axes.batch_axis is None or shape != self.sample_shape:
+            raise ModelError(f"GAN: the generator outputs {fake.axes}, expected samples of shape "
+                             f"{self.sample_shape} with the batch axis N last")
+        real = self._real(fake.axes.batch_axis.length)  # D sees fakes on the real samples' axes
+        rest = iter(a for a in real.axes if not a.is_batch)
+        if [a.name for a in fake.axes if not a.is_batch] != [a.name for a in real.axes if not a.is_batch]:
+            fake = ng.cast_axes(fake, [a if a.is_batch else next(rest) for a in fake.axes])
+        return fake
+
+    def _discriminate(self, x: ng.Op) -> tuple[ng.Op, list[ng.Op]]:
+        """D(x) in training mode and the running-average updates this call added."""
+        before = {id(u) for u in self.discriminator.updates}
+        with training_mode(True):
+            p = self.discriminator(x)
+        if not isinstance(p, ng.Op) or p.axes.batch_axis is None or p.axes.size != p.axes.batch_axis.length:
+            raise ModelError(f"GAN: the discriminator must output one probability per sample ([Out:1, N]), "
+                             f"received {p.axes if isinstance(p, ng.Op) else type(p).__name__}")
+        return p, [u for u in self.discriminator.updates if id(u) not in before]
+
+    @staticmethod
+    def _labels(p: ng.Op, value: float) -> ng.Op:
+        return ng.constant(value, axes=p.axes)
+
+    def build(self, sample_shape: tuple[int, ...], batch_size: int = 1) -> None:
+        """Create both networks' variables for samples of ``sample_shape`` (fit does it for you)."""
+        shape = tuple(int(s) for s in sample_shape)
+        if self.sample_shape is not None and shape != self.sample_shape:
+            raise DataError(f"GAN: samples of shape {shape}, expected {self.sample_shape}")
+        self.sample_shape = shape
+        fake = self._fake(self._noise(batch_size), False)
+        with training_mode(False):
+            self.discriminator(fake)
+
+    def _check_optimizers(self, d_optimizer: Any, g_optimizer: Any) -> None:
+        if d_optimizer is None or g_optimizer is None or d_optimizer is g_optimizer:
+            raise ModelError("GAN.fit: expected two distinct optimizers, d_optimizer and g_optimizer")
+        if self._owner is None or self._owner[0] is not d_optimizer or self._owner[1] is not g_optimizer:
+            self._d_steps.clear()
+            self._g_steps.clear()
+            self._owner = (d_optimizer, g_optimizer)
+        self.d_optimizer, self.g_optimizer = d_optimizer, g_optimizer
+
+    def d_step_computation(self, n: int) -> Any:
+        """The D step for batch size ``n``: ``(x, z) -> (d_cost, None)``, updating D only."""
+        if n not in self._d_steps:
+            x, z = self._real(n), self._noise(n)
+            bce = CrossEntropyBinary()
+            p_real, real_updates = self._discriminate(x)
+            fake = ng.stop_gradient(self._fake(z, True))
+            p_fake, _ = self._discriminate(fake)  # the fake batch's running-average updates are dropped
+            d_cost = bce(p_real, self._labels(p_real, 1.0)) + bce(p_fake, self._labels(p_fake, 0.0))
+            update = self.d_optimizer(d_cost, self.discriminator.trainable_variables)
+            self._d_steps[n] = self.transformer.computation([d_cost, ng.doall([update, *real_updates])], x, z)
+        return self._d_steps[n]
+
+    def g_step_computation(self, n: int) -> Any:
+        """The G step for batch size ``n``: ``z -> (g_cost, None)``, updating G only."""
+        if n not in self._g_steps:
+            z = self._noise(n)
+            g_before = {id(u) for u in self.generator.updates}
+            fake = self._fake(z, True)
+            g_updates = [u for u in self.generator.updates if id(u) not in g_before]
+            p_fake, _ = self._discriminate(fake)  # D is read, never written, in the G step
+            g_cost = CrossEntropyBinary()(p_fake, self._labels(p_fake, 1.0))
+            update = self.g_optimizer(g_cost, self.generator.trainable_variables)
+            self._g_steps[n] = self.transformer.computation([g_cost, ng.doall([update, *g_updates])], z)
+        return self._g_steps[n]
+
+    def draw_noise(self, n: int, rng: np.random.Generator | None = None) -> np.ndarray:
+        """Standard normal noise ``(noise_dim, n)`` (batch last), from ``rng`` or the training generator."""
+        return (rng or self.rng).standard_normal((self.noise_dim, n)).astype(np.float32)
+
+    def train_step(self, x: np.ndarray, k: int = 1) -> tuple[float, float]:
+        """``k`` D steps on the real batch ``x`` (batch last) and one G step; ``(d_cost, g_cost)``.
+
+        ``d_cost`` is the mean over the ``k`` D steps. Needs ``d_optimizer``/``g_optimizer`` set
+        (``fit`` sets them, or ``set_optimizers``).
+        """
+        n = int(x.shape[-1])
+        d_step, g_step = self.d_step_computation(n), self.g_step_computation(n)
+        d_total = 0.0
+        for _ in range(k):
+            d_total += float(d_step(x, self.draw_noise(n))[0])
+        g_cost = float(g_step(self.draw_noise(n))[0])
+        return d_total / k, g_cost
+
+    def set_optimizers(self, d_optimizer: Any, g_optimizer: Any) -> None:
+        """Use these optimizers for ``train_step`` (``fit`` calls it)."""
+        self._check_optimizers(d_optimizer, g_optimizer)
+
+    def _set_learning_rates(self, epoch: int) -> tuple[float, float]:
+        rates = []
+        for opt in (self.d_optimizer, self.g_optimizer):
+            values = opt.learning_rates_at(epoch)
+            for var, rate in values.items():
+                self.transformer.write_variable(var, rate)
+            rates.append(float(next(iter(values.values()))))
+        return rates[0], rates[1]
+
+    # -- training ------------------------------------------------------------------------------------
+    def fit(self, dataset: Any, num_epochs: int, d_optimizer: Any, g_optimizer: Any,
+            callbacks: Iterable[Callback] | None = None, k: int = 1) -> History:
+        """Train for epochs ``self.epoch .. num_epochs - 1`` (targets, if any, are ignored).
+
+        Args:
+            dataset: an ``ArrayIterator`` (or any iterable of ``(x, y)`` batches, batch last) of real samples.
+            num_epochs: the epoch to stop at (the total, counting epochs already trained).
+            d_optimizer, g_optimizer: the discriminator's and the generator's optimizers.
+            callbacks: ``Callback`` objects (they see ``d_cost``/``g_cost`` per minibatch and epoch;
+                ``self.stop_training = True`` ends training after the epoch).
+            k: discriminator steps per generator step.
+
+        Returns:
+            the ``History``: per epoch ``d_cost``, ``g_cost`` (means over the samples), ``d_lr``, ``g_lr``.
+
+        Example:
+            >>> gan.fit(train, 10, Adam(2e-4, beta_1=0.5), Adam(2e-4, beta_1=0.5))["g_cost"]
+        """
+        if isinstance(num_epochs, bool) or not isinstance(num_epochs, int) or num_epochs < 0:
+            raise ModelError(f"GAN.fit: num_epochs must be an int >= 0, received {num_epochs!r}")
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise ModelError(f"GAN.fit: k must be an int >= 1, received {k!r}")
+        shape, _ = _dataset_shapes(dataset, "dataset")
+        if self.sample_shape is None:
+            self.build(shape)
+        elif tuple(shape) != self.sample_shape:
+            raise DataError(f"GAN.fit: samples of shape {tuple(shape)}, expected {self.sample_shape}")
+        self._check_optimizers(d_optimizer, g_optimizer)
+        callbacks = list(callbacks or [])
+        self.stop_training = False
+        params = {"num_epochs": num_epochs, "initial_epoch": self.epoch, "nbatches": _nbatches(dataset)}
+        for cb in callbacks:
+            cb.set_model(self, params)
+        for cb in callbacks:
+            cb.on_train_begin({})
+        for epoch in range(self.epoch, num_epochs):
+            d_lr, g_lr = self._set_learning_rates(epoch)
+            if hasattr(dataset, "set_epoch"):
+                dataset.set_epoch(epoch)
+            for cb in callbacks:
+                cb.on_epoch_begin(epoch, {"d_lr": d_lr, "g_lr": g_lr})
+            d_total = g_total = 0.0
+            seen = 0
+            for i, (x, _y) in enumerate(dataset):
+                for cb in callbacks:
+                    cb.on_minibatch_begin(epoch, i, {})
+                n = int(x.shape[-1])
+                d_cost, g_cost = self.train_step(np.asarray(x, dtype=np.float32), k)
+                d_total, g_total, seen = d_total + d_cost * n, g_total + g_cost * n, seen + n
+                for cb in callbacks:
+                    cb.on_minibatch_end(epoch, i, {"d_cost": d_cost, "g_cost": g_cost, "cost": g_cost,
+                                                   "batch_size": n})
+            logs = {"d_lr": d_lr, "g_lr": g_lr, "d_cost": d_total / max(seen, 1), "g_cost": g_total / max(seen, 1)}
+            self.epoch = epoch + 1
+            self.history.append(epoch, logs)
+            for cb in callbacks:
+                cb.on_epoch_end(epoch, logs)
+            if self.stop_training:
+                break
+        for cb in callbacks:
+            cb.on_train_end({"epoch": self.epoch})
+        return self.history
+
+    # -- sampling --------------------------------------------------------------------------------------
+    def generate(self, n: int, seed: int | None = 0, z: np.ndarray | None = None,
+                 batch_size: int | None = None) -> np.ndarray:
+        """``n`` samples from the generator in inference mode, batch first: ``(n, *sample_shape)``.
+
+        Args:
+            n: how many.
+            seed: seeds the noise (same seed and weights, same samples).
+            z: noise ``(noise_dim, n)`` to use instead (batch last).
+            batch_size: computed in chunks of this size (default ``n``).
+        """
+        if self.sample_shape is None:
+            raise ModelError("GAN.generate: the GAN has no variables yet; hint: fit it or load_params first")
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ModelError(f"GAN.generate: n must be an int >= 1, received {n!r}")
+        if z is None:
+            z = self.draw_noise(n, np.random.default_rng(seed))
+        z = np.asarray(z, dtype=np.float32)
+        if z.shape != (self.noise_dim, n):
+            raise ModelError(f"GAN.generate: z must have shape {(self.noise_dim, n)}, received {z.shape}")
+        size = batch_size or n
+        chunks = []
+        for start in range(0, n, size):
+            part = z[:, start:start + size]
+            m = part.shape[1]
+            if m not in self._generate:
+                zp = self._noise(m)
+                fake = self._fake(zp, False)
+                self._generate[m] = (self.transformer.computation(fake, zp), fake)
+            comp, fake = self._generate[m]
+            out = comp(np.ascontiguousarray(part))
+            chunks.append(np.moveaxis(out, fake.axes.index(fake.axes.batch_axis), 0))
+        return np.concatenate(chunks, axis=0)
+
+    # -- checkpoints -------------------------------------------------------------------------------------
+    def _keys(self) -> tuple[dict[str, ng.Op], dict[str, ng.Op]]:
+        state: list[ng.Op] = []
+        for opt in (self.d_optimizer, self.g_optimizer):
+            if opt is not None:
+                state += list(getattr(opt, "state_variables", []))
+        return variable_keys(self.variables, state)
+
+    def save_params(self, path: str | Path) -> None:
+        """Both networks' weights, both optimizers' state, the epoch and the history, to HDF5 (atomic)."""
+        if self.sample_shape is None:
+            raise ModelError("GAN.save_params: the GAN has no variables yet")
+        params, opt = self._keys()
+        t = self.transformer
+
+        def values(keys: dict[str, ng.Op]) -> dict[str, np.ndarray]:
+            return {key: t.read_variable(v).astype(v.dtype, copy=False) for key, v in keys.items()}
+
+        write_checkpoint(path, CheckpointData(params=values(params), optimizer=values(opt), epoch=self.epoch,
+                                              input_shape=self.sample_shape, history=self.history.as_dict(),
+                                              model=[{"class_name": "GAN", "noise_dim": self.noise_dim}]))
+
+    def load_params(self, path: str | Path, optimizer_state: bool = True) -> None:
+        """Load ``save_params``' file (weights, epoch, history; optimizer state when the optimizers'
+        steps are built — call it after ``set_optimizers`` and a first step, or load weights only).
+
+        Raises:
+            CheckpointError: a file that does not fit (nothing is written then).
+        """
+        path = Path(path)
+        data = read_checkpoint(path)
+        if self.sample_shape is None:
+            if data.input_shape is None:
+                raise CheckpointError(f"{path}: records no sample shape")
+            self.build(tuple(data.input_shape))
+        params, opt = self._keys()
+        check_entries(path, "params", params, data.params)
+        load_opt = optimizer_state and bool(opt) and bool(data.optimizer)
+        if load_opt:
+            check_entries(path, "optimizer", opt, data.optimizer)
+        for key, var in params.items():
+            self.transformer.write_variable(var, data.params[key])
+        if load_opt:
+            for key, var in opt.items():
+                self.transformer.write_variable(var, data.optimizer[key])
+        self.epoch = data.epoch
+        self.history = History(data.history)
+
+    def __repr__(self) -> str:
+        return f"GAN(generator={self.generator!r}, discriminator={self.discriminator!r}, noise_dim={self.noise_dim})"
