@@ -56,10 +56,10 @@ def nbytes(op: Op, dtype_of: Callable[[Op], str] = lambda op: op.dtype) -> int:
 def can_run_in_place(op: Op) -> bool:
     """True for ops whose kernel may write over a source it reads (``OpGroup.IN_PLACE``).
 
-    A ``fused`` op with a ``dot`` head is excluded: it writes the product into its output
-    before the epilogue reads the other sources.
+    A ``fused`` op with a head (``dot`` or ``conv``) is excluded: it writes the head's value
+    into its output before the epilogue reads the other sources.
     """
-    if op.op is OpType.FUSED and getattr(op.arg, "dot", False):
+    if op.op is OpType.FUSED and getattr(op.arg, "head", None) is not None:
         return False
     return op.op in OpGroup.IN_PLACE
 

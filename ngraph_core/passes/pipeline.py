@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from ..ir import Op, OpType, format_graph, toposort, verify
 from ..pattern import PatternMatcher, graph_rewrite
+from .bn_fold import fold_batch_norm
 from .cse import cse
 from .dce import dce
 from .fold import fold
@@ -33,10 +34,11 @@ GraphPass = Callable[[list[Op]], list[Op]]
 OPTIMIZATIONS: list[tuple[str, GraphPass]] = [
     ("simplify", simplify),                  # algebraic identities, one rule per line
     ("fold", fold),                          # constant subgraphs evaluated at compile time
+    ("fold_batch_norm", fold_batch_norm),    # inference batch norm -> conv/dot filter + bias
     ("cse", cse),                            # equal ops from different scopes merged
     ("dce", dce),                            # elements of sequential/doall with no effect dropped
     ("layout", layout),                      # needless transposes removed or sunk
-    ("fuse_elementwise", fuse_elementwise),  # element-wise chains (+ a dot head) -> one kernel
+    ("fuse_elementwise", fuse_elementwise),  # element-wise chains (+ a dot/conv head) -> one kernel
 ]
 
 

@@ -151,9 +151,12 @@ def _grouped_weights(w2: Any, groups: int) -> Any:
     return w2.reshape(rows, groups, k // groups).transpose(1, 0, 2)
 
 
-def conv(op: Op, kc: KernelContext) -> Kernel:
-    xp, dtype, arg = kc.xp, kc.dtype_of(op), op.arg
-    x, w = op.src
+def conv_into(x: Op, w: Op, arg: ConvArg, dtype: str, kc: KernelContext) -> Callable[[Any, Any, Any], Any]:
+    """``fn(out, xv, wv)`` writing conv(xv, wv) (``x``'s and ``w``'s axes) into ``out`` ``[K, *out, N]``.
+
+    The ``conv`` kernel, and the head of a ``fused`` op (``kernels/fused.py``).
+    """
+    xp = kc.xp
     wr = filter_roles(w.axes, "conv")
     im2col = Im2col(xp, x, wr.spatial.lengths, arg, dtype, kc.dtype_of(x))
     rows, k, groups = math.prod(w.axes.lengths[:-1]), wr.out_channels.length, arg.groups
@@ -171,6 +174,11 @@ def conv(op: Op, kc: KernelContext) -> Kernel:
         return out
 
     return conv_kernel
+
+
+def conv(op: Op, kc: KernelContext) -> Kernel:
+    x, w = op.src
+    return conv_into(x, w, op.arg, kc.dtype_of(op), kc)
 
 
 def conv_bprop_filter(op: Op, kc: KernelContext) -> Kernel:

@@ -12,8 +12,9 @@ Threads: with ``NG_THREADS=k`` (k > 1) blocks of tensors of at least
 ufuncs). It is off by default: on 2 vCPUs it gained nothing on the chain above and it
 slowed an MLP step (3.8 -> 4.5 ms) by competing with OpenBLAS's spinning threads.
 
-With a ``dot`` head the product is written into the output buffer first and the
-epilogue (bias, activation...) runs over it block by block, in place.
+With a head (a ``dot``, or a ``conv`` run by ``conv.conv_into``) the head's value is
+written into the output buffer first and the epilogue (bias, activation...) runs over
+it block by block, in place.
 
 ``unblocked`` evaluates the program on whole arrays: it is what a backend without
 a cache hierarchy worth blocking for (CuPy) uses.
@@ -29,6 +30,7 @@ from typing import Any
 from ...ir import FusedProgram, Op, OpType
 from .context import Kernel, KernelContext
 from .contraction import dot_into
+from .conv import conv_into
 from .elementwise import step_function
 
 BLOCK_ELEMENTS = 65536
@@ -82,6 +84,16 @@ def _compile(xp: Any, program: FusedProgram) -> tuple[list[tuple[Callable[..., A
     return steps, n_slots
 
 
+def _head(op: Op, kc: KernelContext) -> Callable[[Any, Any, Any], Any] | None:
+    """``fn(out, a, b)`` computing the program's head (``dot`` or ``conv``) into ``out``, or None."""
+    program, dtype = op.arg, kc.dtype_of(op)
+    if program.head == "dot":
+        return dot_into(kc.xp, op.src[0], op.src[1], op.axes, dtype)
+    if program.head == "conv":
+        return conv_into(op.src[0], op.src[1], program.conv, dtype, kc)
+    return None
+
+
 def _run(steps: list, refs_values: Callable[[tuple], Any], temps: Sequence[Any], out: Any) -> None:
     for fn, refs, dest in steps:
         fn(out if dest is None else temps[dest], *(refs_values(r) for r in refs))
@@ -94,7 +106,7 @@ def fused(op: Op, kc: KernelContext) -> Kernel:
     shape = op.axes.lengths
     if not shape:  # a scalar: nothing to block
         return unblocked(op, kc)
-    head = dot_into(xp, op.src[0], op.src[1], op.axes, dtype) if program.dot else None
+    head = _head(op, kc)
     size = 1
     for n in shape:
         size *= n
@@ -143,7 +155,7 @@ def unblocked(op: Op, kc: KernelContext) -> Kernel:
     """The program over whole arrays (for backends where blocking does not pay, like CuPy)."""
     xp, program, dtype = kc.xp, op.arg, kc.dtype_of(op)
     steps, n_slots = _compile(xp, program)
-    head = dot_into(xp, op.src[0], op.src[1], op.axes, dtype) if program.dot else None
+    head = _head(op, kc)
     temps = [xp.empty(op.axes.lengths, dtype=dtype) for _ in range(n_slots)]
 
     def unblocked_kernel(out, *vs):

@@ -1,0 +1,142 @@
+"""Batch-norm folding for inference: ``conv`` (or ``dot``) + normalization -> one ``conv`` with a bias.
+
+In inference mode neon's ``BatchNorm`` normalizes with its running averages, and the
+graph reads (``neon/layers/normalization.py``; ``b(v)`` is a broadcast over the channel axis)
+
+    add(mul(mul(sub(h, b(mean)), b(rsqrt(add(var, eps)))), b(gamma)), b(beta))
+
+with ``h = conv(x, w)``. That is an affine map per output channel, so it folds into the
+filter and a bias (``s = gamma * rsqrt(var + eps)``):
+
+    conv(x, w * b(s)) + b(beta - mean * s)
+
+A bias added *before* the normalization (``h = conv(x, w) + b(b0)``) folds too: it only
+shifts the mean (``mean -> mean - b0``). The same holds for a ``dot`` whose one operand
+carries the channel axis.
+
+The folded filter and bias are computed in the graph from the variables, so the
+computation stays right when the weights or statistics change; constant folding does
+not evaluate variables, so ``w * b(s)`` runs each call. It is cheap: a ``[Ci, *k, K]``
+element-wise op (18K elements for 3x3 32->64) where the normalization it removes
+reads and writes the ``[K, *spatial, N]`` activation four times (1M elements for
+64x16x16 at batch 64). The bias then fuses into the convolution's epilogue
+(``fusion.py``).
+
+What is *not* folded: normalizations whose statistics depend on anything but variables
+and constants (training mode computes them from the batch), whose statistics are
+variables some ``assign`` in the graph writes (a training step updating the running
+averages), heads whose scaled operand is not such a parameter (the filter, or the dot
+operand holding the channel axis), and heads with another consumer (the unfolded value
+would still be needed).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+
+from ..ir import Axes, Op, OpType, consumers, make, toposort
+from ..ir.conv import activation_roles
+from ..pattern import Pat, PatternMatcher
+
+T = OpType
+LEAVES = frozenset({T.VARIABLE, T.CONSTANT})
+
+
+def _b(p: Pat) -> Pat:
+    return Pat(T.BROADCAST, (p,))
+
+
+def _normalized(head: Pat) -> Pat:
+    """neon's inference ``BatchNorm`` over ``head``: ``(head - mean) * rsqrt(var + eps) * gamma + beta``."""
+    inv = Pat(T.RSQRT, (Pat.var("var") + Pat.cvar("eps"),), name="inv")
+    return (head - _b(Pat.var("mean"))) * _b(inv) * _b(Pat.var("gamma")) + _b(Pat.var("beta"))
+
+
+class _Graph:
+    """What the rules may ask of the graph: single use, and which ops are frozen parameters."""
+
+    def __init__(self, roots: list[Op]) -> None:
+        order = toposort(roots)
+        self.users = consumers(order)
+        self.results = set(roots)
+        self.assigned = {op.src[0] for op in order if op.op is T.ASSIGN}
+        self.order = order
+        self.new: dict[Op, Op] = {}  # original op -> its rewrite (rules match the original graph)
+        self._frozen: dict[Op, bool] = {}
+
+    def single_use(self, op: Op) -> bool:
+        return op not in self.results and len(self.users.get(op, ())) == 1
+
+    def frozen(self, op: Op) -> bool:
+        """True when ``op`` is computed from variables no ``assign`` writes, and constants only."""
+        known = self._frozen.get(op)
+        if known is None:
+            if op.op in LEAVES:
+                known = op.op is T.CONSTANT or op not in self.assigned
+            else:
+                known = bool(op.src) and op.op not in (T.PLACEHOLDER, T.ASSIGN) and all(self.frozen(s) for s in op.src)
+            self._frozen[op] = known
+        return known
+
+
+def _scaled_operand(h: Op, channels: Axes) -> int | None:
+    """Which source of ``h`` (conv or dot) to scale per channel, or None when the channels are not one's own."""
+    if h.op is T.CONV:
+        return 1 if list(channels) == [activation_roles(h.axes, "bn_fold").channel] else None
+    owners = [j for j, s in enumerate(h.src) if all(a in s.axes for a in channels)]
+    return owners[0] if len(owners) == 1 else None
+
+
+def _fold(g: _Graph, h: Op, mean: Op, inv: Op, gamma: Op, beta: Op) -> Op | None:
+    """``conv(x, w * b(s)) + b(beta - mean * s)`` with ``s = inv * gamma`` (see the module docstring)."""
+    channels = mean.axes
+    if not all(g.frozen(v) and v.axes == channels for v in (mean, inv, gamma, beta)):
+        return None
+    j = _scaled_operand(h, channels)
+    if j is None or not g.frozen(h.src[j]):  # scale weights, never an activation
+        return None
+    src = [g.new.get(s, s) for s in h.src]  # h's inputs as rewritten (earlier layers folded too)
+    scale = make(T.MUL, [inv, gamma])
+    src[j] = make(T.MUL, [src[j], make(T.BROADCAST, [scale], axes=src[j].axes)])
+    head = h.replace(src=tuple(src))
+    shift = make(T.SUB, [beta, make(T.MUL, [mean, scale])])
+    return make(T.ADD, [head, make(T.BROADCAST, [shift], axes=h.axes)])
+
+
+def _rules(g: _Graph) -> PatternMatcher:
+    head = Pat({T.CONV, T.DOT}, name="h", where=g.single_use)
+    biased = Pat(T.ADD, [head, _b(Pat.var("b0"))], where=g.single_use)
+    fold: Callable[..., Op | None] = functools.partial(_fold, g)
+    return PatternMatcher([
+        (_normalized(head), lambda h, mean, inv, gamma, beta, **_: fold(h, mean, inv, gamma, beta)),  # bn(h) = h'+b'
+        (_normalized(biased), lambda h, b0, mean, inv, gamma, beta, **_:
+            fold(h, make(T.SUB, [mean, b0]), inv, gamma, beta)),  # bn(h + b0) = bn'(h) with mean' = mean - b0
+    ])
+
+
+def fold_batch_norm(roots: list[Op]) -> list[Op]:
+    """Fold inference-mode batch normalizations into the ``conv``/``dot`` before them.
+
+    Args:
+        roots: the graph's results.
+
+    Returns:
+        The rewritten results (``roots`` itself when nothing folds).
+
+    Example:
+        >>> with training_mode(False):
+        ...     y = Conv((3, 3, 64), batch_norm=True)(x)
+        >>> (z,) = fold_batch_norm([y])  # add(conv(x, mul(W, broadcast(...))), broadcast(...))
+    """
+    g = _Graph(roots)
+    matcher = _rules(g)
+    changed = False
+    for op in g.order:  # one bottom-up sweep; rules see the original ops (their users are known)
+        out = matcher.rewrite(op)
+        if out is None:
+            src = tuple(g.new[s] for s in op.src)
+            out = op if src == op.src else op.replace(src=src)
+        changed |= out is not op
+        g.new[op] = out
+    return [g.new[r] for r in roots] if changed else roots
