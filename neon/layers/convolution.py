@@ -21,13 +21,11 @@ from typing import Any
 import numpy as np
 
 import ngraph_core as ng
-from neon import activations, initializers
+from neon import initializers
 
 from .base import Layer, LayerError
-from .checks import as_activation, as_initializer, describe, fmt_axes, free_name, layer_error, positive_int
-from .composite import CompositeLayer
-from .core import Activation, Bias
-from .normalization import BatchNorm
+from .checks import as_initializer, describe, fmt_axes, free_name, layer_error, positive_int
+from .core import LayerStack
 
 WINDOW_AXIS_NAMES = {1: ("S",), 2: ("R", "S"), 3: ("T", "R", "S")}
 SPATIAL_EXAMPLES = {1: "[C, W, N]", 2: "[C, H, W, N]", 3: "[C, D, H, W, N]"}
@@ -278,48 +276,20 @@ class Deconvolution(_Filter):
         return {**self.filter_config(), "output_padding": self.output_padding}
 
 
-class _FilterStack(CompositeLayer):
+class _FilterStack(LayerStack):
     """The filter, then ``BatchNorm_0``, ``Bias_0``, ``Activation_0`` when asked for (``Conv``, ``Deconv``)."""
 
     filter: Convolution | Deconvolution
 
     def _parts(self, make_filter: Callable[[], Convolution | Deconvolution], bias: Any, activation: Any,
                batch_norm: Any) -> None:
-        try:
-            self.filter = make_filter()
-        except LayerError as exc:
-            raise LayerError(f"{describe(self)} > {exc}") from None  # name the layer the user made
-        if not isinstance(batch_norm, bool):
-            raise layer_error(self, "batch_norm to be a bool", repr(batch_norm), "pass batch_norm=True or False")
+        self._stack(make_filter, bias, activation, batch_norm)
+        self.filter = self.core  # type: ignore[assignment]
         self.fshape, self.init = self.filter.fshape, self.filter.init
-        self.batch_norm = BatchNorm(name="BatchNorm_0") if batch_norm else None
-        self.bias = Bias(as_initializer(self, "bias", bias), name="Bias_0") if bias is not None else None
-        self.activation = Activation(as_activation(self, activation), name="Activation_0") \
-            if activation is not None else None
-
-    @property
-    def sublayers(self) -> list[Layer]:
-        return [layer for layer in (self.filter, self.batch_norm, self.bias, self.activation) if layer is not None]
-
-    @property
-    def out_axis(self) -> ng.Axis:
-        """The output channel axis (named after this layer)."""
-        return self.filter.out_axis
-
-    def call(self, x: ng.Op) -> ng.Op:
-        for layer in self.sublayers:
-            try:
-                x = layer(x)
-            except LayerError as exc:
-                raise LayerError(f"{describe(self)} > {exc}") from None  # name the layer the user made
-        return x
 
     def _stack_config(self) -> dict[str, Any]:
         config = {k: v for k, v in self.filter.get_config().items() if k not in ("name", "axis_name")}
-        return {"name": self.name, **config,
-                "bias": initializers.serialize(self.bias.init) if self.bias is not None else None,
-                "activation": activations.serialize(self.activation.activation) if self.activation else None,
-                "batch_norm": self.batch_norm is not None}
+        return {"name": self.name, **config, **self._tail_config()}
 
 
 class Conv(_FilterStack):

@@ -7,6 +7,7 @@ feature axis is the one ``Bias`` and ``BatchNorm`` work along.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import ngraph_core as ng
@@ -134,7 +135,51 @@ class Activation(Layer):
         return {"name": self.name, "activation": activations.serialize(self.activation)}
 
 
-class Affine(CompositeLayer):
+class LayerStack(CompositeLayer):
+    """A core layer (``Linear``, ``Convolution``...) then, when asked for, ``BatchNorm_0``,
+    ``Bias_0`` and ``Activation_0`` sub-layers, all in this layer's scope (``Affine``, ``Conv``)."""
+
+    core: Layer
+
+    def _stack(self, make_core: Callable[[], Layer], bias: Any, activation: Any, batch_norm: Any) -> None:
+        if not isinstance(batch_norm, bool):
+            raise layer_error(self, "batch_norm to be a bool", repr(batch_norm), "pass batch_norm=True or False")
+        try:
+            self.core = make_core()
+        except LayerError as exc:
+            raise LayerError(f"{describe(self)} > {exc}") from None  # name the layer the user made
+        self.batch_norm = BatchNorm(name="BatchNorm_0") if batch_norm else None
+        self.bias = Bias(as_initializer(self, "bias", bias), name="Bias_0") if bias is not None else None
+        self.activation = Activation(as_activation(self, activation), name="Activation_0") \
+            if activation is not None else None
+
+    @property
+    def sublayers(self) -> list[Layer]:
+        return [layer for layer in (self.core, self.batch_norm, self.bias, self.activation) if layer is not None]
+
+    @property
+    def out_axis(self) -> ng.Axis:
+        """The output axis (features or channels, named after this layer)."""
+        return self.core.out_axis  # type: ignore[attr-defined]
+
+    def call(self, x: ng.Op) -> ng.Op:
+        for layer in self.sublayers:
+            try:
+                x = layer(x)
+            except LayerError as exc:
+                # name the layer the user made, not only the part of it that failed
+                raise LayerError(f"{describe(self)} > {exc}") from None
+        return x
+
+    def _tail_config(self) -> dict[str, Any]:
+        return {
+            "bias": initializers.serialize(self.bias.init) if self.bias is not None else None,
+            "activation": activations.serialize(self.activation.activation) if self.activation is not None else None,
+            "batch_norm": self.batch_norm is not None,
+        }
+
+
+class Affine(LayerStack):
     """A fully connected layer: ``Linear``, then ``BatchNorm``, ``Bias``, ``Activation`` when asked for.
 
     The parts are sub-layers built in this layer's scope, named ``Linear_0``,
@@ -161,37 +206,10 @@ class Affine(CompositeLayer):
     def __init__(self, nout: int, init: Any = None, bias: Any = None, activation: Any = None,
                  batch_norm: bool = False, name: str | None = None) -> None:
         super().__init__(name)
-        if not isinstance(batch_norm, bool):
-            raise layer_error(self, "batch_norm to be a bool", repr(batch_norm), "pass batch_norm=True or False")
-        self.linear = Linear(nout, init, axis_name=self.name, name="Linear_0")
+        self._stack(lambda: Linear(nout, init, axis_name=self.name, name="Linear_0"), bias, activation, batch_norm)
+        self.linear = self.core
         self.nout, self.init = self.linear.nout, self.linear.init
-        self.batch_norm = BatchNorm(name="BatchNorm_0") if batch_norm else None
-        self.bias = Bias(as_initializer(self, "bias", bias), name="Bias_0") if bias is not None else None
-        self.activation = Activation(as_activation(self, activation), name="Activation_0") \
-            if activation is not None else None
-
-    @property
-    def sublayers(self) -> list[Layer]:
-        return [layer for layer in (self.linear, self.batch_norm, self.bias, self.activation) if layer is not None]
-
-    @property
-    def out_axis(self) -> ng.Axis:
-        """The output feature axis (named after this layer)."""
-        return self.linear.out_axis
-
-    def call(self, x: ng.Op) -> ng.Op:
-        for layer in self.sublayers:
-            try:
-                x = layer(x)
-            except LayerError as exc:
-                # name the layer the user made, not only the part of it that failed
-                raise LayerError(f"{describe(self)} > {exc}") from None
-        return x
 
     def get_config(self) -> dict[str, Any]:
-        return {
-            "name": self.name, "nout": self.nout, "init": initializers.serialize(self.init),
-            "bias": initializers.serialize(self.bias.init) if self.bias is not None else None,
-            "activation": activations.serialize(self.activation.activation) if self.activation is not None else None,
-            "batch_norm": self.batch_norm is not None,
-        }
+        return {"name": self.name, "nout": self.nout, "init": initializers.serialize(self.init),
+                **self._tail_config()}
