@@ -46,7 +46,7 @@ from .containers import Sequential
 from .costs import CrossEntropyBinary
 from .data import DataError
 from .layers import Layer, training_mode
-from .model import FEATURE_AXIS_NAMES, ModelError, _dataset_shapes, _nbatches
+from .model import ModelError, TransformerOwner, _dataset_shapes, _nbatches, sample_placeholder
 from .saving import CheckpointData, CheckpointError, check_entries, read_checkpoint, variable_keys, write_checkpoint
 
 NOISE_AXIS = "Z"
@@ -60,7 +60,7 @@ def _as_layer(layers: Any, name: str) -> Layer:
     return layers
 
 
-class GAN:
+class GAN(TransformerOwner):
     """A generative adversarial network (see the module docstring for the steps and the noise).
 
     Args:
@@ -105,22 +105,9 @@ class GAN:
         self._generate: dict[int, tuple[Any, ng.Op]] = {}
         self._owner: tuple[Any, Any] | None = None
 
-    # -- graphs ------------------------------------------------------------------------------------
-    @property
-    def transformer(self) -> Any:
-        """The one transformer holding both networks' variables (created on first use)."""
-        if self._transformer is None:
-            self._transformer = ng.transformers.make_transformer(self.backend, **self.transformer_options)
-        return self._transformer
-
-    def close(self) -> None:
-        """Release the transformer (and with it the variables' values)."""
-        if self._transformer is not None:
-            self._transformer.close()
-        self._transformer = None
-        self._d_steps.clear()
-        self._g_steps.clear()
-        self._generate.clear()
+    # -- graphs (one transformer holds both networks' variables) --------------------------------------
+    def _caches(self) -> list[dict]:
+        return [self._d_steps, self._g_steps, self._generate]
 
     @property
     def variables(self) -> list[ng.Op]:
@@ -134,9 +121,7 @@ class GAN:
         shape = self.sample_shape
         if shape is None:
             raise ModelError("GAN: no sample shape yet; hint: fit it, or build(sample_shape) first")
-        names = FEATURE_AXIS_NAMES.get(len(shape), tuple(f"D{i}" for i in range(len(shape))))
-        axes = [ng.make_axis(length, name) for length, name in zip(shape, names, strict=True)]
-        return ng.placeholder([*axes, ng.make_axis(n, "N")], name="X")
+        return sample_placeholder(shape, n)
 
     def _fake(self, z: ng.Op, training: bool) -> ng.Op:
         with training_mode(training):

@@ -44,7 +44,41 @@ class ModelError(ng.NgraphError, ValueError):
     """The model was used in a way it cannot support (unbuilt, bad arguments, a mismatched optimizer)."""
 
 
-class Model:
+def sample_placeholder(shape: Sequence[int], n: int) -> ng.Op:
+    """The input placeholder for ``n`` samples of ``shape``: feature axes named C/H/W (or F...), then ``N``."""
+    names = FEATURE_AXIS_NAMES.get(len(shape), tuple(f"D{i}" for i in range(len(shape))))
+    axes = [ng.make_axis(length, name) for length, name in zip(shape, names, strict=True)]
+    return ng.placeholder([*axes, ng.make_axis(n, "N")], name="X")
+
+
+class TransformerOwner:
+    """One transformer holding a model's variables, created on first use, and the computations
+    compiled on it (``_caches``: dicts of computations keyed by batch size, emptied by ``close``)."""
+
+    backend: str
+    transformer_options: dict[str, Any]
+    _transformer: Any = None
+
+    def _caches(self) -> list[dict]:
+        return []
+
+    @property
+    def transformer(self) -> Any:
+        """The transformer holding the variables (created on first use)."""
+        if self._transformer is None:
+            self._transformer = ng.transformers.make_transformer(self.backend, **self.transformer_options)
+        return self._transformer
+
+    def close(self) -> None:
+        """Release the transformer (and with it the variables' values) and the computations on it."""
+        if self._transformer is not None:
+            self._transformer.close()
+        self._transformer = None
+        for cache in self._caches():
+            cache.clear()
+
+
+class Model(TransformerOwner):
     """A neural network: layers (a list becomes ``Sequential``) and the transformer that runs them.
 
     Args:
@@ -90,21 +124,8 @@ class Model:
         self._pending_optimizer_state: tuple[Path, dict[str, np.ndarray]] | None = None
 
     # -- the transformer and the graphs ------------------------------------------------------------
-    @property
-    def transformer(self) -> Any:
-        """The transformer holding the variables (created on first use)."""
-        if self._transformer is None:
-            self._transformer = ng.transformers.make_transformer(self.backend, **self.transformer_options)
-        return self._transformer
-
-    def close(self) -> None:
-        """Release the transformer (and with it the variables' values)."""
-        if self._transformer is not None:
-            self._transformer.close()
-        self._transformer = None
-        self._outputs.clear()
-        self._train.clear()
-        self._evals.clear()
+    def _caches(self) -> list[dict]:
+        return [self._outputs, self._train, self._evals]
 
     @property
     def built(self) -> bool:
@@ -123,9 +144,7 @@ class Model:
         elif shape != self.input_shape:
             raise DataError(f"Model: the data has samples of shape {shape}, expected {self.input_shape} "
                             "(the shape the model was built with)")
-        names = FEATURE_AXIS_NAMES.get(len(shape), tuple(f"D{i}" for i in range(len(shape))))
-        axes = [ng.make_axis(length, name) for length, name in zip(shape, names, strict=True)]
-        return ng.placeholder([*axes, ng.make_axis(n, "N")], name="X")
+        return sample_placeholder(shape, n)
 
     def build(self, input_shape: Sequence[int], batch_size: int = 1) -> None:
         """Create the variables for samples of ``input_shape`` (fit, eval and predict do it for you)."""
