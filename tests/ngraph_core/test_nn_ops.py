@@ -19,6 +19,7 @@ from op_helper import arg, check_op, check_op_torch
 import ngraph_core as ng
 from ngraph_core import OpType as T
 from ngraph_core.errors import AxesError, DTypeError, UnsupportedOpError
+from ngraph_core.transformers.kernels import conv as conv_kernels
 
 try:
     import torch
@@ -70,6 +71,13 @@ def torch_conv(x: Any, w: Any, rank: int, strides: Any = 1, padding: Any = 0, di
         return from_torch(fn(x, to_torch(w), stride=strides, padding=padding, dilation=dilation, groups=groups))
 
 
+@pytest.fixture(params=["whole", "row_blocks"])
+def col_blocks(request: Any, monkeypatch: Any) -> None:
+    """Run a test with the col matrix in one block, and with one output row per block (the blocked loops)."""
+    if request.param == "row_blocks":
+        monkeypatch.setattr(conv_kernels, "COL_BLOCK_BYTES", 1)
+
+
 # -- convolution sweep: (id, C, K, lengths, fshape, kwargs) ------------------------------------------------
 CONV_CASES = [
     ("valid_3x3", 3, 5, (7, 6), (3, 3), {}),
@@ -110,6 +118,7 @@ CONV_CASES = [
 ]
 
 
+@pytest.mark.usefixtures("col_blocks")
 @pytest.mark.parametrize("c, k, lengths, fshape, kw", [pytest.param(*case[1:], id=case[0]) for case in CONV_CASES])
 def test_convolution_vs_torch(c: int, k: int, lengths: tuple, fshape: tuple, kw: dict) -> None:
     """Forward and both gradients (data, filter) in float64 against PyTorch's convNd."""
@@ -118,6 +127,7 @@ def test_convolution_vs_torch(c: int, k: int, lengths: tuple, fshape: tuple, kw:
                    [arg(*image(c, lengths)), arg(*kernel(c // groups, fshape, k))])
 
 
+@pytest.mark.usefixtures("col_blocks")
 @pytest.mark.parametrize("order", ["NCHW", "CNHW", "HWCN"])
 def test_convolution_input_axis_orders(order: str) -> None:
     """Roles are read by position: the channel axis is the first non-batch axis, N stands anywhere."""
@@ -171,6 +181,7 @@ def torch_deconv(x: Any, w: Any, rank: int, strides: Any = 1, padding: Any = 0, 
     return from_torch(y)
 
 
+@pytest.mark.usefixtures("col_blocks")
 @pytest.mark.parametrize("c, co, lengths, fshape, kw", [pytest.param(*case[1:], id=case[0]) for case in DECONV_CASES])
 def test_deconvolution_vs_torch(c: int, co: int, lengths: tuple, fshape: tuple, kw: dict) -> None:
     """Forward and gradients in float64 against PyTorch's conv_transposeNd (weight (C, Co, *k) = our w moved)."""
@@ -432,3 +443,23 @@ def test_kernels_share_one_workspace() -> None:
         single = t.computation(one_conv, x, w1).workspace_bytes
         double = t.computation(ng.convolution(one_conv, w2, padding=1), x, w1, w2).workspace_bytes
     assert single > 0 and double == single
+
+
+def test_col_matrix_is_built_in_blocks_of_output_rows(monkeypatch: Any) -> None:
+    """A smaller block budget means a smaller col buffer: the kernels really loop over row blocks."""
+    x, w = ng.placeholder(image(4, (8, 8))), ng.placeholder(kernel(4, (3, 3), 4))
+    y = ng.convolution(x, w, padding=1)
+    dx, dw = ng.gradients(ng.sum(y * y), [x, w])
+
+    def scratch() -> int:
+        with ng.transformers.make_transformer() as t:
+            return t.computation([y, dx, dw], x, w).workspace_bytes
+
+    whole = scratch()
+    monkeypatch.setattr(conv_kernels, "COL_BLOCK_BYTES", 1)
+    one_row = scratch()
+    # the greediest requests (float32 bytes): a padded copy, col, and a filter-sized buffer (the data
+    # gradient's flipped filter, the filter gradient's partial sum)
+    padded, filter_sized = 4 * 10 * 10 * 2 * 4, 4 * 9 * 4 * 4
+    assert whole == padded + 4 * 9 * 8 * 8 * 2 * 4 + filter_sized  # the whole col matrix (C*R*S, H*W*N)
+    assert one_row == padded + 4 * 9 * 8 * 2 * 4 + filter_sized  # one output row of it

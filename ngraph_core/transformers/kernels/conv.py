@@ -50,29 +50,42 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from ...ir import Op, OpType
+from ...ir import Axes, Op, OpType
 from ...ir.conv import ConvArg, activation_roles, filter_roles
 from .context import Kernel, KernelContext
 from .windows import PaddedCopy, is_identity, taps
 
+COL_BLOCK_BYTES = 1 << 20
+"""Target size of one block of the col matrix (measured: 256 KiB-2 MiB all gain; see above)."""
+
+Block = tuple[int, int]
+
+
+def row_blocks(xp: Any, out_first: int, row_bytes: int) -> list[Block]:
+    """Blocks ``(start, stop)`` of output rows (first spatial axis) whose col matrix fits in
+    ``COL_BLOCK_BYTES`` (one row at least); one block for array modules other than NumPy."""
+    per = out_first if xp.__name__ != "numpy" else max(1, min(out_first, COL_BLOCK_BYTES // max(row_bytes, 1)))
+    return [(start, min(start + per, out_first)) for start in range(0, out_first, per)]
+
 
 class Im2col:
-    """The im2col matrix ``(C, *F, *out, N)`` of one activation geometry.
+    """The im2col matrix ``(C, *F, *out, N)`` of one activation geometry, a block of output rows at a time.
 
-    ``specs`` lists the scratch it needs (a padded copy, the col buffer); the kernel adds
+    ``specs`` lists the scratch it needs (a padded copy, one col block); the kernel adds
     them to its one workspace request and passes the arrays back at run time.
 
     Args:
         xp: the array module.
-        x: the activation op (any axes order; roles read by position).
+        x_axes: the activation's axes (any order; roles read by position).
         fshape: the filter's spatial lengths.
         arg: strides, padding, dilation.
         dtype: the computation dtype.
         x_dtype: the dtype ``x`` arrives in.
     """
 
-    def __init__(self, xp: Any, x: Op, fshape: tuple[int, ...], arg: ConvArg, dtype: str, x_dtype: str) -> None:
-        roles = activation_roles(x.axes, "conv")
+    def __init__(self, xp: Any, x_axes: Axes, fshape: tuple[int, ...], arg: ConvArg, dtype: str, x_dtype: str
+                 ) -> None:
+        roles = activation_roles(x_axes, "conv")
         self.xp, self.perm = xp, roles.perm
         c, n, lengths = roles.channel.length, roles.batch.length, roles.spatial.lengths
         rank = len(lengths)
@@ -82,14 +95,20 @@ class Im2col:
         padded = any(p != (0, 0) for p in arg.padding)
         self.copy_in = padded or not is_identity(self.perm) or x_dtype != dtype
         self.pointwise = not padded and all(k == 1 for k in fshape) and all(s == 1 for s in arg.strides)
-        self.shape = (c, *fshape, *self.out_lengths, n)
+        self.rows = c * math.prod(fshape)
+        self.row_shape = (c, *fshape)
+        self.rest_shape = (*self.out_lengths[1:], n)  # one output row's positions
+        row_columns = math.prod(self.rest_shape)
+        self.blocks = [(0, self.out_lengths[0])] if self.pointwise else \
+            row_blocks(xp, self.out_lengths[0], self.rows * row_columns * xp.dtype(dtype).itemsize)
+        block_rows = max(stop - start for start, stop in self.blocks)
         self.specs: list[tuple[tuple[int, ...], str]] = []
         if self.copy_in:
             padded_shape = (c, *(length + p[0] + p[1] for length, p in zip(lengths, arg.padding)), n)
             self.pad = PaddedCopy(padded_shape, range(1, rank + 1), arg.padding, 0.0)
             self.specs.append((padded_shape, dtype))
         if not self.pointwise:
-            self.specs.append((self.shape, dtype))
+            self.specs.append(((self.rows * block_rows * row_columns,), dtype))
         self.window = tuple(d * (k - 1) + 1 for k, d in zip(fshape, arg.dilation))
         self.window_axes = tuple(range(1, rank + 1))
         # the window view is (C, *positions, N, *window): take every stride-th position and
@@ -97,26 +116,39 @@ class Im2col:
         self.index = (slice(None), *(slice(0, (m - 1) * s + 1, s) for m, s in zip(self.out_lengths, arg.strides)),
                       slice(None), *(slice(None, None, d) for d in arg.dilation))
         self.order = (0, *range(rank + 2, 2 * rank + 2), *range(1, rank + 1), rank + 1)
+        self.first_out = 1 + rank  # the position of the first output axis in (C, *F, *out, N)
         self.sliding_window_view = xp.lib.stride_tricks.sliding_window_view
 
-    def __call__(self, x: Any, buffers: list[Any]) -> Any:
-        """The col matrix of ``x`` as a ``(C * prod(F), prod(out) * N)`` array (``buffers``: per ``specs``)."""
+    def windows(self, x: Any, buffers: list[Any]) -> Any:
+        """``x`` (padded, in internal layout) as a strided ``(C, *F, *out, N)`` view (``buffers``: per ``specs``)."""
         source = self.pad(self.xp, buffers[0], x.transpose(self.perm)) if self.copy_in else x
         if self.pointwise:
-            return source.reshape(self.shape[0], -1)
-        col = buffers[-1]
-        windows = self.sliding_window_view(source, self.window, axis=self.window_axes)
-        self.xp.copyto(col, windows[self.index].transpose(self.order))
-        return col.reshape(math.prod(self.shape[:1 + len(self.window)]), -1)
+            return source
+        view = self.sliding_window_view(source, self.window, axis=self.window_axes)
+        return view[self.index].transpose(self.order)
+
+    def block(self, windows: Any, start: int, stop: int, buffers: list[Any]) -> Any:
+        """The ``(C * prod(F), positions)`` col matrix of output rows ``start:stop``."""
+        if self.pointwise:
+            return windows.reshape(self.rows, -1)
+        shape = (*self.row_shape, stop - start, *self.rest_shape)
+        col = buffers[-1][:math.prod(shape)].reshape(shape)
+        self.xp.copyto(col, windows[(slice(None),) * self.first_out + (slice(start, stop),)])
+        return col.reshape(self.rows, -1)
 
 
-def _as_matrix(xp: Any, a: Any, perm: tuple[int, ...], rows: int, buffer: Any) -> Any:
-    """``a`` in internal layout as a ``(rows, -1)`` matrix; copied into ``buffer`` when one is given
+def _internal(xp: Any, a: Any, perm: tuple[int, ...], buffer: Any) -> Any:
+    """``a`` in internal layout ``(C, *spatial, N)``; copied into ``buffer`` when one is given
     (its axes are reordered or its dtype differs)."""
     if buffer is None:
-        return a.reshape(rows, -1)
+        return a
     xp.copyto(buffer, a.transpose(perm), casting="unsafe")
-    return buffer.reshape(rows, -1)
+    return buffer
+
+
+def _rows(a: Any, channels: int, first: int, start: int, stop: int) -> Any:
+    """Output rows ``start:stop`` of an internal-layout array as a ``(channels, positions)`` matrix (a view)."""
+    return a.reshape(channels, first, -1)[:, start:stop].reshape(channels, -1)
 
 
 class _Scratch:
@@ -151,6 +183,24 @@ def _grouped_weights(w2: Any, groups: int) -> Any:
     return w2.reshape(rows, groups, k // groups).transpose(1, 0, 2)
 
 
+def _conv_rows(xp: Any, im2col: Im2col, wt: Any, groups: int, out: Any, windows: Any, buffers: list[Any]) -> None:
+    """``out[K, *out, N] = wt @ col``, a block of output rows at a time (``wt``: ``(K, rows)``, or
+    ``(G, K/G, rows)`` with groups)."""
+    k, rows, first = out.shape[0], im2col.rows // groups, im2col.out_lengths[0]
+    for start, stop in im2col.blocks:
+        col = im2col.block(windows, start, stop, buffers)
+        dest = _rows(out, k, first, start, stop)
+        if groups == 1:
+            xp.matmul(wt, col, out=dest)
+        else:
+            xp.matmul(wt, col.reshape(groups, rows, -1), out=dest.reshape(groups, k // groups, -1))
+
+
+def _filter_matrix(w2: Any, groups: int) -> Any:
+    """``(Ci*F, K)`` weights as the left GEMM operand: ``(K, Ci*F)``, or ``(G, K/G, Ci*F)`` with groups."""
+    return w2.T if groups == 1 else _grouped_weights(w2, groups).transpose(0, 2, 1)
+
+
 def conv_into(x: Op, w: Op, arg: ConvArg, dtype: str, kc: KernelContext) -> Callable[[Any, Any, Any], Any]:
     """``fn(out, xv, wv)`` writing conv(xv, wv) (``x``'s and ``w``'s axes) into ``out`` ``[K, *out, N]``.
 
@@ -158,19 +208,14 @@ def conv_into(x: Op, w: Op, arg: ConvArg, dtype: str, kc: KernelContext) -> Call
     """
     xp = kc.xp
     wr = filter_roles(w.axes, "conv")
-    im2col = Im2col(xp, x, wr.spatial.lengths, arg, dtype, kc.dtype_of(x))
-    rows, k, groups = math.prod(w.axes.lengths[:-1]), wr.out_channels.length, arg.groups
+    im2col = Im2col(xp, x.axes, wr.spatial.lengths, arg, dtype, kc.dtype_of(x))
+    rows, k, groups = im2col.rows // arg.groups, wr.out_channels.length, arg.groups
     views = kc.scratch().request(im2col.specs)
 
     def conv_kernel(out, xv, wv):
-        col = im2col(xv, views())
+        buffers = views()
         w2 = wv.reshape(rows, k).astype(dtype, copy=False)
-        out2 = out.reshape(k, -1)
-        if groups == 1:
-            xp.dot(w2.T, col, out=out2)
-        else:
-            wg = _grouped_weights(w2, groups).transpose(0, 2, 1)
-            xp.matmul(wg, col.reshape(groups, rows, -1), out=out2.reshape(groups, k // groups, -1))
+        _conv_rows(xp, im2col, _filter_matrix(w2, groups), groups, out, im2col.windows(xv, buffers), buffers)
         return out
 
     return conv_kernel
@@ -182,38 +227,95 @@ def conv(op: Op, kc: KernelContext) -> Kernel:
 
 
 def conv_bprop_filter(op: Op, kc: KernelContext) -> Kernel:
+    """dW = sum over blocks of output rows of col(x) @ dYᵀ, each col block built while it stays in cache."""
     xp, dtype, arg = kc.xp, kc.dtype_of(op), op.arg
     x, dy = op.src
     wr = filter_roles(op.axes, "conv_bprop_filter")
-    im2col = Im2col(xp, x, wr.spatial.lengths, arg, dtype, kc.dtype_of(x))
-    rows, k, groups = math.prod(op.axes.lengths[:-1]), wr.out_channels.length, arg.groups
+    im2col = Im2col(xp, x.axes, wr.spatial.lengths, arg, dtype, kc.dtype_of(x))
+    rows, k, groups = im2col.rows // arg.groups, wr.out_channels.length, arg.groups
+    first = im2col.out_lengths[0]
     dy_roles = activation_roles(dy.axes, "conv_bprop_filter")
     scratch = _Scratch()
     col_part = scratch.extend(im2col.specs)
     dy_copy = scratch.add(dy_roles.canonical.lengths, dtype,
                           not is_identity(dy_roles.perm) or kc.dtype_of(dy) != dtype)
-    grouped = scratch.add((groups, rows, k // groups), dtype, groups > 1)
+    acc_shape = (rows, k) if groups == 1 else (groups, rows, k // groups)
+    grouped = scratch.add(acc_shape, dtype, groups > 1)
+    partial = scratch.add(acc_shape, dtype, len(im2col.blocks) > 1)
     views = scratch.request(kc)
 
     def conv_bprop_filter_kernel(out, xv, dyv):
         buffers = views()
-        col = im2col(xv, buffers[col_part])
-        dy2 = _as_matrix(xp, dyv, dy_roles.perm, k, _pick(buffers, dy_copy))
+        windows = im2col.windows(xv, buffers[col_part])
+        dyi = _internal(xp, dyv, dy_roles.perm, _pick(buffers, dy_copy))
         out2 = out.reshape(rows, k)
-        if grouped is None:
-            xp.dot(col, dy2.T, out=out2)
-        else:
-            g = buffers[grouped]
-            n = col.shape[1]
-            xp.matmul(col.reshape(groups, rows, n), dy2.reshape(groups, k // groups, n).transpose(0, 2, 1), out=g)
-            xp.copyto(_grouped_weights(out2, groups), g)
+        acc = out2 if grouped is None else buffers[grouped]
+        for j, (start, stop) in enumerate(im2col.blocks):
+            col = im2col.block(windows, start, stop, buffers[col_part])
+            dyb = _rows(dyi, k, first, start, stop)
+            dest = acc if j == 0 else buffers[partial]
+            if groups == 1:
+                xp.matmul(col, dyb.T, out=dest)
+            else:
+                n = col.shape[1]
+                xp.matmul(col.reshape(groups, rows, n), dyb.reshape(groups, k // groups, n).transpose(0, 2, 1),
+                          out=dest)
+            if j:
+                acc += dest
+        if grouped is not None:
+            xp.copyto(_grouped_weights(out2, groups), acc)
         return out
 
     return conv_bprop_filter_kernel
 
 
 def conv_bprop_data(op: Op, kc: KernelContext) -> Kernel:
-    """dX = col2im(Wᵀ @ dY), written tap by tap into the input's positions (see the module docstring)."""
+    """dX: with stride 1, a convolution of dY with the flipped, transposed filter; otherwise
+    col2im(Wᵀ @ dY) (see the module docstring)."""
+    dy, w = op.src
+    fshape = filter_roles(w.axes, "conv_bprop_data").spatial.lengths
+    arg = op.arg
+    full_pads = tuple((d * (f - 1) - before, d * (f - 1) - after)
+                      for f, d, (before, after) in zip(fshape, arg.dilation, arg.padding))
+    if all(s == 1 for s in arg.strides) and all(p >= 0 for pair in full_pads for p in pair):
+        return _bprop_data_as_convolution(op, kc, ConvArg(arg.strides, full_pads, arg.dilation, arg.groups))
+    return _bprop_data_col2im(op, kc)
+
+
+def _bprop_data_as_convolution(op: Op, kc: KernelContext, full: ConvArg) -> Kernel:
+    """dX = conv(dY, W') with ``full`` padding, W' the filter flipped in space with its channel
+    roles swapped: ``[K/G, *F, C]`` (group g's input channels become its output channels)."""
+    xp, dtype = kc.xp, kc.dtype_of(op)
+    dy, w = op.src
+    xr, wr = activation_roles(op.axes, "conv_bprop_data"), filter_roles(w.axes, "conv_bprop_data")
+    fshape, groups = wr.spatial.lengths, full.groups
+    ci, k, c = wr.in_channels.length, wr.out_channels.length, xr.channel.length
+    rank = len(fshape)
+    im2col = Im2col(xp, dy.axes, fshape, full, dtype, kc.dtype_of(dy))
+    scratch = _Scratch()
+    col_part = scratch.extend(im2col.specs)
+    flipped = scratch.add((k // groups, *fshape, groups, ci), dtype)
+    dx_copy = scratch.add(xr.canonical.lengths, dtype, not is_identity(xr.perm))
+    views = scratch.request(kc)
+    reverse = (slice(None), *(slice(None, None, -1),) * rank)
+    to_flipped = (rank + 2, *range(1, rank + 1), rank + 1, 0)  # (Ci, *F, G, K/G) -> (K/G, *F, G, Ci)
+
+    def conv_bprop_data_kernel(out, dyv, wv):
+        buffers = views()
+        wf = buffers[flipped]
+        xp.copyto(wf, wv.reshape(ci, *fshape, groups, k // groups)[reverse].transpose(to_flipped), casting="unsafe")
+        dx = out if dx_copy is None else buffers[dx_copy]
+        windows = im2col.windows(dyv, buffers[col_part])
+        _conv_rows(xp, im2col, _filter_matrix(wf.reshape(-1, c), groups), groups, dx, windows, buffers[col_part])
+        if dx_copy is not None:
+            xp.copyto(out.transpose(xr.perm), dx)
+        return out
+
+    return conv_bprop_data_kernel
+
+
+def _bprop_data_col2im(op: Op, kc: KernelContext) -> Kernel:
+    """dX = col2im(Wᵀ @ dY), a block of dY's rows at a time, added tap by tap into the input's positions."""
     xp, dtype, arg = kc.xp, kc.dtype_of(op), op.arg
     dy, w = op.src
     xr, wr = activation_roles(op.axes, "conv_bprop_data"), filter_roles(w.axes, "conv_bprop_data")
@@ -222,43 +324,47 @@ def conv_bprop_data(op: Op, kc: KernelContext) -> Kernel:
     c, k, groups = xr.channel.length, wr.out_channels.length, arg.groups
     rows = math.prod(w.axes.lengths[:-1])  # Ci * prod(F)
     out_lengths = dyr.spatial.lengths
+    first, rest = out_lengths[0], (*out_lengths[1:], xr.batch.length)
     pointwise = all(f == 1 for f in fshape) and all(s == 1 for s in arg.strides) and \
         all(p == (0, 0) for p in arg.padding)
-    canonical = xr.canonical.lengths
+    itemsize = xp.dtype(dtype).itemsize
+    blocks = [(0, first)] if pointwise else row_blocks(xp, first, c * math.prod(fshape) * math.prod(rest) * itemsize)
+    block_rows = max(stop - start for start, stop in blocks)
     scratch = _Scratch()
     dy_copy = scratch.add(dyr.canonical.lengths, dtype, not is_identity(dyr.perm) or kc.dtype_of(dy) != dtype)
-    dx_copy = scratch.add(canonical, dtype, not is_identity(xr.perm))
-    dcol_buffer = scratch.add((c, *fshape, *out_lengths, xr.batch.length), dtype, not pointwise)
+    dx_copy = scratch.add(xr.canonical.lengths, dtype, not is_identity(xr.perm))
+    dcol_buffer = scratch.add((c * math.prod(fshape) * block_rows * math.prod(rest),), dtype, not pointwise)
     views = scratch.request(kc)
-    plan = taps(lengths, out_lengths, fshape, arg.strides, arg.dilation, [p[0] for p in arg.padding])
-    first = next((t for t in plan if t.covers_in), None)
-    steps = [((slice(None), *t.inp, slice(None)), (slice(None), *t.offsets, *t.out, slice(None)))
-             for t in sorted(plan, key=lambda t: t is not first)]
+    pads = [p[0] for p in arg.padding]
+    plans = []  # per block: (dx index, dcol index) per tap, the block's output rows counted from 0
+    for start, stop in blocks:
+        plan = taps(lengths, (stop - start, *out_lengths[1:]), fshape, arg.strides, arg.dilation,
+                    (pads[0] - start * arg.strides[0], *pads[1:]))
+        plans.append([((slice(None), *t.inp, slice(None)), (slice(None), *t.offsets, *t.out, slice(None)))
+                      for t in plan])
 
-    def gemm(dcol2, w2, dy2):
+    def gemm(dest, w2, dyb):
         if groups == 1:
-            xp.dot(w2, dy2, out=dcol2)
+            xp.matmul(w2, dyb, out=dest)
         else:
-            n = dy2.shape[1]
-            xp.matmul(_grouped_weights(w2, groups), dy2.reshape(groups, k // groups, n),
-                      out=dcol2.reshape(groups, rows, n))
+            n = dyb.shape[1]
+            xp.matmul(_grouped_weights(w2, groups), dyb.reshape(groups, k // groups, n),
+                      out=dest.reshape(groups, rows, n))
 
     def conv_bprop_data_kernel(out, dyv, wv):
         buffers = views()
-        dy2 = _as_matrix(xp, dyv, dyr.perm, k, _pick(buffers, dy_copy))
+        dyi = _internal(xp, dyv, dyr.perm, _pick(buffers, dy_copy))
         w2 = wv.reshape(rows, k).astype(dtype, copy=False)
         dx = out if dx_copy is None else buffers[dx_copy]
         if pointwise:
-            gemm(dx.reshape(c, -1), w2, dy2)
+            gemm(dx.reshape(c, -1), w2, dyi.reshape(k, -1))
         else:
-            dcol = buffers[dcol_buffer]
-            gemm(dcol.reshape(c * math.prod(fshape), -1), w2, dy2)
-            if first is None:
-                dx[...] = 0
-            for j, (dx_index, dcol_index) in enumerate(steps):
-                if j == 0 and first is not None:
-                    xp.copyto(dx, dcol[dcol_index])
-                else:
+            dx[...] = 0
+            for (start, stop), steps in zip(blocks, plans):
+                shape = (c, *fshape, stop - start, *rest)
+                dcol = buffers[dcol_buffer][:math.prod(shape)].reshape(shape)
+                gemm(dcol.reshape(c * math.prod(fshape), -1), w2, _rows(dyi, k, first, start, stop))
+                for dx_index, dcol_index in steps:
                     dx[dx_index] += dcol[dcol_index]
         if dx_copy is not None:
             xp.copyto(out.transpose(xr.perm), dx)
