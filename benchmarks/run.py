@@ -10,6 +10,12 @@ first) and ``STEPS`` / ``WARMUP`` (the timed and untimed steps per process when 
 ``--warmup`` are not given; default 100 and 20). They are read from the file's source, without
 importing it. A side whose JSON report has ``peak_rss_mib`` gets a peak-RSS column.
 
+BLAS kernel: some machines of this workplace set ``OPENBLAS_CORETYPE=Haswell`` and
+``OPENBLAS_L2_SIZE`` for the sake of older OpenBLAS builds; they make a current numpy run its
+AVX2 kernels on an AVX-512 CPU (1.5x slower GEMMs at 64 channels). The children run without
+both, as a user's fresh shell would (the backend line names the kernel that ran:
+``SkylakeX``); ``--keep-blas-env`` keeps them. Tests and CI never change them.
+
 Usage:
     python benchmarks/run.py mlp_step --pairs 5 --threads 1 2
 """
@@ -28,6 +34,7 @@ from pathlib import Path
 from harness import THREAD_VARS
 
 HERE = Path(__file__).resolve().parent
+BLAS_OVERRIDES = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")  # removed from the children unless --keep-blas-env
 SIDES = ("ngraph", "torch")  # ours first: the ratio is ours / theirs
 DEFAULTS = {"SIDES": SIDES, "STEPS": 100, "WARMUP": 20}
 
@@ -43,9 +50,12 @@ def module_settings(benchmark: str) -> dict:
     return settings
 
 
-def run_side(benchmark: str, side: str, threads: int, extra: list[str]) -> dict:
+def run_side(benchmark: str, side: str, threads: int, extra: list[str], keep_blas_env: bool = False) -> dict:
     """One child process timing one side; returns its JSON report."""
     env = dict(os.environ, **{var: str(threads) for var in THREAD_VARS})
+    if not keep_blas_env:
+        for var in BLAS_OVERRIDES:
+            env.pop(var, None)
     cmd = [sys.executable, str(HERE / f"{benchmark}.py"), "--side", side, "--threads", str(threads), *extra]
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=HERE.parent)
     if done.returncode != 0:
@@ -53,12 +63,13 @@ def run_side(benchmark: str, side: str, threads: int, extra: list[str]) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def measure(benchmark: str, sides: tuple[str, str], threads: int, pairs: int, extra: list[str]) -> dict:
+def measure(benchmark: str, sides: tuple[str, str], threads: int, pairs: int, extra: list[str],
+            keep_blas_env: bool = False) -> dict:
     """Alternate the two sides ``pairs`` times; medians per side and of the paired ratios."""
     ours, theirs, ratios, backends = [], [], [], {}
     rss: dict[str, list[float]] = {side: [] for side in sides}
     for k in range(pairs):
-        a, b = (run_side(benchmark, side, threads, extra) for side in sides)
+        a, b = (run_side(benchmark, side, threads, extra, keep_blas_env) for side in sides)
         ours.append(a["median_ms"])
         theirs.append(b["median_ms"])
         ratios.append(a["median_ms"] / b["median_ms"])
@@ -84,6 +95,8 @@ def main() -> int:
                         help="timed steps per process (default: the file's STEPS, else 100)")
     parser.add_argument("--warmup", type=int, default=None,
                         help="untimed steps per process (default: the file's WARMUP, else 20)")
+    parser.add_argument("--keep-blas-env", action="store_true",
+                        help="keep OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE in the children (see the module docstring)")
     args = parser.parse_args()
     settings = module_settings(args.benchmark)
     sides = tuple(settings["SIDES"])
@@ -94,7 +107,7 @@ def main() -> int:
     rows, backends = [], []
     with_rss = False
     for threads in args.threads:
-        r = measure(args.benchmark, sides, threads, args.pairs, extra)
+        r = measure(args.benchmark, sides, threads, args.pairs, extra, args.keep_blas_env)
         backends += [f"{side}: {backend}" for side, backend in r["backends"].items()]
         with_rss = with_rss or len(r["rss"]) == 2
         rss = f" {r['rss'][sides[0]]:.0f} | {r['rss'][sides[1]]:.0f} |" if len(r["rss"]) == 2 else ""
