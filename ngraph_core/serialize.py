@@ -285,6 +285,7 @@ def _decode_pool(data: Any, ids: _Ids, where: str) -> PoolArg:
 
 _NO_ARG = OpGroup.ELEMENTWISE | OpGroup.REDUCE | OpGroup.CONTRACTION | {
     OpType.BROADCAST, OpType.CAST_AXES, OpType.RESHAPE, OpType.ASSIGN, OpType.SEQUENTIAL, OpType.DOALL,
+    OpType.MOMENTS, OpType.CENTERED_SUMS,
 }
 
 ARG_CODECS: dict[OpType, tuple[Callable[[Op, _Ids], Any], Callable[[Any, _Ids, str], Any]]] = {

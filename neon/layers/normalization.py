@@ -12,7 +12,8 @@ gradient flows through them) and registers, with ``add_update``, the running ave
 ``mean <- rho * mean + (1 - rho) * batch_mean`` and the same for ``var`` with the
 *unbiased* batch variance (``n / (n - 1)`` times the biased one, as PyTorch does; the
 normalization itself uses the biased one). Inference mode normalizes with the running
-averages. ``rho`` is PyTorch's ``1 - momentum``.
+averages. ``rho`` is PyTorch's ``1 - momentum``. Both forms are ``ng.batch_norm``: in training its
+gradient is the closed form over one ``moments`` op, which the running-average updates share.
 """
 
 from __future__ import annotations
@@ -64,16 +65,13 @@ class BatchNorm(Layer):
         batch_axis(self, x)
         same_axes(self, [feature_axis(self, x)], [self.axis], "feature axis")
         if is_training():
-            mean = ng.mean(x, out_axes=[self.axis])
-            centered = x - mean
-            var = ng.mean(ng.square(centered), out_axes=[self.axis])
+            mean, var = ng.moments(x, [self.axis])  # the op ng.batch_norm's statistics come from
             count = x.axes.size // self.axis.length
             unbiased = var * (count / max(count - 1, 1))
             self.add_update(ng.assign(self.mean, self.rho * self.mean + (1.0 - self.rho) * mean))
             self.add_update(ng.assign(self.var, self.rho * self.var + (1.0 - self.rho) * unbiased))
-        else:
-            centered, var = x - self.mean, self.var
-        return centered * ng.rsqrt(var + self.eps) * self.gamma + self.beta
+            return ng.batch_norm(x, self.gamma, self.beta, self.eps)
+        return ng.batch_norm(x, self.gamma, self.beta, self.eps, mean=self.mean, var=self.var)
 
     def get_config(self) -> dict[str, Any]:
         return {"name": self.name, "rho": self.rho, "eps": self.eps}

@@ -47,6 +47,7 @@ from .math import (
     where,
 )
 from .nn import batch_size, cross_entropy_binary, cross_entropy_multi, log_softmax, softmax, softplus
+from .norm import batch_norm, centered_sums, moments
 from .shape import (
     axes_with_order,
     broadcast,
@@ -75,5 +76,5 @@ __all__ = [
     "cross_entropy_multi", "log_softmax", "softmax", "softplus", "axes_with_order", "broadcast",
     "cast_axes", "concat_along_axis", "expand_dims", "flatten", "one_hot", "pad", "slice_along_axis",
     "stack", "tensor_slice", "unflatten", "as_op", "constant", "make_axes", "make_axis", "normal",
-    "placeholder", "uniform", "variable",
+    "placeholder", "uniform", "variable", "batch_norm", "centered_sums", "moments",
 ]

@@ -15,6 +15,7 @@ from .. import api as ng
 from ..errors import UnsupportedOpError
 from ..ir import Op, OpType, make
 from ..ir.conv import activation_roles
+from ..ir.infer import MOMENTS_AXIS
 from .custom import custom_rule
 
 Grads = tuple[Op | None, ...]
@@ -109,6 +110,25 @@ def _pool_bprop_grad(ctx: Op, op: Op) -> Grads:
     )
 
 
+def _moments_grad(ctx: Op, op: Op) -> Grads:
+    """mean = sum(x)/n, var = sum((x - mean)^2)/n: dx = d_mean/n + d_var * 2 (x - mean)/n."""
+    x = _x(op)
+    mean = ng.slice_along_axis(op, MOMENTS_AXIS, 0)
+    d_mean, d_var = (ng.broadcast_to(ng.slice_along_axis(ctx, MOMENTS_AXIS, i), x.axes) for i in (0, 1))
+    n = x.axes.size // mean.axes.size
+    return ((d_mean + d_var * 2.0 * (x - ng.broadcast_to(mean, x.axes))) * (1.0 / n),)
+
+
+def _centered_sums_grad(ctx: Op, op: Op) -> Grads:
+    """s0 = sum(dy), s1 = sum(dy * (x - mean)): d dy = c0 + c1 (x - mean), dx = c1 dy, d mean = -c1 s0."""
+    dy, x, mean = op.src
+    c0, c1 = (ng.slice_along_axis(ctx, MOMENTS_AXIS, i) for i in (0, 1))
+    s0 = ng.slice_along_axis(op, MOMENTS_AXIS, 0)
+    b1 = ng.broadcast_to(c1, x.axes)
+    d_dy = ng.broadcast_to(c0, x.axes) + b1 * (x - ng.broadcast_to(mean, x.axes))
+    return ng.broadcast_to(d_dy, dy.axes), b1 * ng.broadcast_to(dy, x.axes), ng.broadcast_to(-(c1 * s0), mean.axes)
+
+
 RULES: dict[OpType, Rule] = {
     # element-wise unary
     OpType.NEG: lambda ctx, op: (-ctx,),
@@ -163,6 +183,8 @@ RULES: dict[OpType, Rule] = {
     OpType.CONV_BPROP_FILTER: _conv_bprop_filter_grad,
     OpType.POOL: _pool_grad,
     OpType.POOL_BPROP: _pool_bprop_grad,
+    OpType.MOMENTS: _moments_grad,
+    OpType.CENTERED_SUMS: _centered_sums_grad,
     # control
     OpType.SEQUENTIAL: lambda ctx, op: (None,) * (len(op.src) - 1) + (ctx,),
     OpType.CUSTOM_GRADIENT: custom_rule,

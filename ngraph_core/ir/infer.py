@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import AxesError, DTypeError
-from .axes import Axes, format_axes
+from .axes import Axes, Axis, format_axes
 from .conv import ConvArg, PoolArg, activation_roles, check_conv, check_pool
 from .node import Op
 from .ops import OpGroup, OpType
@@ -280,6 +280,41 @@ def _doall(src, arg, axes, dtype):
     return Axes(()), "float32"
 
 
+MOMENTS_AXIS = Axis("moments", 2)
+"""The leading axis of ``moments`` and ``centered_sums``: index 0 and 1 are their two statistics."""
+
+
+def _statistics(name: str, x: Op, axes: Axes | None) -> Axes:
+    """``[moments:2, *kept]`` for statistics of ``x`` over the axes not in ``axes`` (the kept ones;
+    ``axes`` may also be that whole output, as a rebuilt or deserialized op passes it)."""
+    kept = Axes(_given_axes(axes, name, "the kept (per-feature) axes"))
+    if len(kept) and kept[0] == MOMENTS_AXIS:
+        kept = Axes(list(kept)[1:])
+    if not kept.is_subset_of(x.axes) or kept == x.axes or MOMENTS_AXIS in kept:
+        raise AxesError(
+            f"{name}: expected kept axes drawn from the input's {format_axes(x.axes)}, leaving at least one "
+            f"axis to reduce, received {format_axes(kept)}; hint: pass the feature axis, e.g. [C] of [C, H, W, N]"
+        )
+    return Axes([MOMENTS_AXIS, *kept])
+
+
+def _moments(src, arg, axes, dtype):
+    (x,) = src
+    return _statistics("moments", x, axes), _float_operands(src, "moments")
+
+
+def _centered_sums(src, arg, axes, dtype):
+    dy, x, mean = src
+    dtype = _float_operands(src, "centered_sums")
+    if not dy.axes.same_set(x.axes):
+        raise AxesError(
+            f"centered_sums: expected a gradient with the input's axes {format_axes(x.axes)}, received "
+            f"{format_axes(dy.axes)}"
+        )
+    out = _statistics("centered_sums", x, mean.axes)
+    return out, dtype
+
+
 def _custom_gradient(src, arg, axes, dtype):
     return src[0].axes, src[0].dtype
 
@@ -305,6 +340,8 @@ INFER: dict[OpType, Rule] = {
     OpType.CONV_BPROP_FILTER: _conv_bprop_filter,
     OpType.POOL: _pool,
     OpType.POOL_BPROP: _pool_bprop,
+    OpType.MOMENTS: _moments,
+    OpType.CENTERED_SUMS: _centered_sums,
     OpType.ASSIGN: _assign,
     OpType.SEQUENTIAL: _sequential,
     OpType.DOALL: _doall,
@@ -322,6 +359,8 @@ ARITY: dict[OpType, int | None] = {
     **{t: 2 for t in (OpType.CONV, OpType.CONV_BPROP_DATA, OpType.CONV_BPROP_FILTER)},
     OpType.POOL: 1,
     OpType.POOL_BPROP: None,  # (dy) for avg, (dy, x) for max
+    OpType.MOMENTS: 1,
+    OpType.CENTERED_SUMS: 3,  # (dy, x, mean)
     OpType.ASSIGN: 2,
     OpType.SEQUENTIAL: None,
     OpType.DOALL: None,

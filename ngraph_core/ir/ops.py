@@ -78,6 +78,10 @@ class OpType(Enum):
     CONV_BPROP_FILTER = "conv_bprop_filter"
     POOL = "pool"
     POOL_BPROP = "pool_bprop"
+    # normalization statistics (axes [moments:2, *kept]): mean and biased variance over the
+    # other axes; and the two sums batch norm's gradient needs, sum(dy) and sum(dy * (x - mean))
+    MOMENTS = "moments"
+    CENTERED_SUMS = "centered_sums"
     # control and side effects
     ASSIGN = "assign"
     SEQUENTIAL = "sequential"
@@ -122,6 +126,7 @@ class OpGroup:
     # inputs around the position it writes.
     NN = frozenset({
         OpType.CONV, OpType.CONV_BPROP_DATA, OpType.CONV_BPROP_FILTER, OpType.POOL, OpType.POOL_BPROP,
+        OpType.MOMENTS, OpType.CENTERED_SUMS,
     })
     CONTROL = frozenset({OpType.ASSIGN, OpType.SEQUENTIAL, OpType.DOALL, OpType.CUSTOM_GRADIENT})
     SIDE_EFFECT = frozenset({OpType.ASSIGN})

@@ -131,6 +131,9 @@ RULES: list[Rule] = [
     # inverse functions
     (pat(T.LOG, pat(T.EXP, x)), lambda x: x),  # log(exp(x)) -> x
     (pat(T.STOP_GRADIENT, pat(T.STOP_GRADIENT, x, name="s")), lambda s, x: s),  # sg(sg(x)) -> sg(x)
+    # a custom gradient has done its work once gradients are built (before compiling): its value
+    # is its forward subgraph, which element-wise fusion may then merge with its consumers
+    (Pat(T.CUSTOM_GRADIENT, name="op"), lambda op: op.src[0]),  # custom_gradient(v, *inputs) -> v
     # movement: collapse chains, drop no-ops
     (pat(T.BROADCAST, pat(T.BROADCAST, x), name="op"), lambda op, x: ng.broadcast_to(x, op.axes)),  # bc(bc(x)) -> bc(x)
     (pat(T.CAST_AXES, pat(T.CAST_AXES, x), name="op"), lambda op, x: ng.cast_axes(x, op.axes)),  # ca(ca(x)) -> ca(x)

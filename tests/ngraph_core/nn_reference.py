@@ -124,3 +124,12 @@ def pool_grad(x: np.ndarray, dy: np.ndarray, op: str, fshape: Sequence[int], str
         target = (c_idx, *(a + c for a, c in zip(lo, coords)), n_idx)
         np.add.at(grad, target, g)
     return grad
+
+
+def batch_norm(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float, axis: int) -> np.ndarray:
+    """Training-form batch normalization: statistics over every axis but ``axis`` (biased variance)."""
+    others = tuple(i for i in range(x.ndim) if i != axis)
+    shape = [1] * x.ndim
+    shape[axis] = -1
+    mean, var = x.mean(axis=others, keepdims=True), x.var(axis=others, keepdims=True)
+    return (x - mean) / np.sqrt(var + eps) * gamma.reshape(shape) + beta.reshape(shape)

@@ -463,3 +463,32 @@ def test_col_matrix_is_built_in_blocks_of_output_rows(monkeypatch: Any) -> None:
     padded, filter_sized = 4 * 10 * 10 * 2 * 4, 4 * 9 * 4 * 4
     assert whole == padded + 4 * 9 * 8 * 8 * 2 * 4 + filter_sized  # the whole col matrix (C*R*S, H*W*N)
     assert one_row == padded + 4 * 9 * 8 * 2 * 4 + filter_sized  # one output row of it
+
+
+def test_batch_norm_bad_inputs_raise_clear_errors() -> None:
+    x = ng.placeholder(image(4, (3, 3)))
+    c, other = x.axes[0], ng.make_axis(4, "D")
+    gamma, beta = ng.variable([c], 1.0), ng.variable([c], 0.0)
+    with pytest.raises(AxesError, match="gamma's axes to be feature axes"):
+        ng.batch_norm(x, ng.variable([other], 1.0), ng.variable([other], 0.0))
+    with pytest.raises(AxesError, match="expected beta with gamma's axes"):
+        ng.batch_norm(x, gamma, ng.variable([x.axes[1]], 0.0))
+    with pytest.raises(ValueError, match="eps > 0"):
+        ng.batch_norm(x, gamma, beta, eps=0.0)
+    with pytest.raises(ValueError, match="both mean and var"):
+        ng.batch_norm(x, gamma, beta, mean=ng.variable([c], 0.0))
+    with pytest.raises(AxesError, match="leaving at least one axis to reduce"):
+        ng.moments(x, x.axes)
+
+
+def test_training_batch_norm_compiles_to_moments_and_one_fused_pass_per_direction() -> None:
+    """The forward is moments + one fused normalize(+relu) pass; the backward one centered_sums + one fused dx."""
+    x = ng.placeholder(image(4, (3, 3)))
+    c = x.axes[0]
+    gamma, beta = ng.variable([c], 1.5), ng.variable([c], 0.5)
+    y = ng.relu(ng.batch_norm(x, gamma, beta))
+    dx = ng.gradients(ng.sum(y * y), [x])[0]
+    with ng.transformers.make_transformer() as t:
+        kinds = [op.op for op in t.computation([y, dx], x).graph.order]
+    assert kinds.count(T.MOMENTS) == 1 and kinds.count(T.CENTERED_SUMS) == 1
+    assert T.CUSTOM_GRADIENT not in kinds and T.SUM not in kinds  # no autodiff through the statistics

@@ -426,6 +426,34 @@ CASES: list[Case] = [
          [arg(C, H, W, N_2, values=POOL_TIES), arg(C, H, ng.make_axis(3, "W"), N_2)], grad=False,
          torch=lambda x, dy: torch_pool_gradient(x, dy, F_().max_pool2d, kernel_size=3, stride=(1, 2),
                                                  padding=1)),
+    # -- normalization: statistics per kept axis over the others; batch_norm in both forms ---------
+    case("moments_mean", T.MOMENTS, lambda x: ng.moments(x, [C])[0], lambda x: x.mean(axis=(1, 2, 3)), [IMAGE],
+         torch=lambda x: x.mean(dim=(1, 2, 3))),
+    case("moments_variance", T.MOMENTS, lambda x: ng.moments(x, [C])[1], lambda x: x.var(axis=(1, 2, 3)),
+         [arg(C, H, W, N_2, low=3.0, high=5.0)], torch=lambda x: x.var(dim=(1, 2, 3), unbiased=False)),
+    case("moments_feature_axis_last", T.MOMENTS, lambda x: ng.moments(x, [C])[1], lambda x: x.var(axis=0),
+         [arg(N, C)], torch=lambda x: x.var(dim=0, unbiased=False)),
+    case("centered_sums", T.CENTERED_SUMS, lambda dy, x, m: ng.centered_sums(dy, x, m)[1],
+         lambda dy, x, m: (dy * (x - m[:, None, None, None])).sum(axis=(1, 2, 3)),
+         [IMAGE, IMAGE, arg(C)], torch=lambda dy, x, m: (dy * (x - m[:, None, None, None])).sum(dim=(1, 2, 3))),
+    case("centered_sums_of_gradient", T.CENTERED_SUMS, lambda dy, x, m: ng.centered_sums(dy, x, m)[0],
+         lambda dy, x, m: dy.sum(axis=1), [CN, CN, arg(C)], torch=lambda dy, x, m: dy.sum(dim=1)),
+    case("batch_norm_training", (T.MOMENTS, T.CUSTOM_GRADIENT),
+         lambda x, g, b: ng.batch_norm(x, g, b, eps=1e-3),
+         lambda x, g, b: nn_ref.batch_norm(x, g, b, 1e-3, axis=0),
+         [arg(C, H, W, N_2, low=-1.0, high=4.0), arg(C), arg(C)],
+         torch=lambda x, g, b: chwn(F_().batch_norm(nchw(x), None, None, g, b, training=True, eps=1e-3))),
+    case("batch_norm_training_features_last", (T.MOMENTS, T.CUSTOM_GRADIENT),
+         lambda x, g, b: ng.relu(ng.batch_norm(x, g, b)), lambda x, g, b: np.maximum(
+             nn_ref.batch_norm(x, g, b, 1e-5, axis=1), 0), [arg(N, C, avoid=0.05), arg(C), arg(C)],
+         torch=lambda x, g, b: F_().relu(F_().batch_norm(x, None, None, g, b, training=True))),
+    case("batch_norm_inference", T.RSQRT,
+         lambda x, g, b, m, v: ng.batch_norm(x, g, b, eps=1e-3, mean=m, var=v),
+         lambda x, g, b, m, v: (x - m[:, None, None, None]) / np.sqrt(v[:, None, None, None] + 1e-3)
+         * g[:, None, None, None] + b[:, None, None, None],
+         [IMAGE, arg(C), arg(C), arg(C), arg(C, positive=True)],
+         torch=lambda x, g, b, m, v: (x - m[:, None, None, None]) * (v[:, None, None, None] + 1e-3).rsqrt()
+         * g[:, None, None, None] + b[:, None, None, None]),  # F.batch_norm: no gradient to running stats
     # -- control -------------------------------------------------------------------------------
     case("custom_gradient", T.CUSTOM_GRADIENT, triple_grad, lambda x: x, [CN],
          expected_grads=lambda xs, r: [3.0 * r]),

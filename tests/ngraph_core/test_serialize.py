@@ -139,6 +139,8 @@ GRAPHS: dict[OpType, Callable[[], tuple[list[Op], list[Op]]]] = {
     OpType.CONV_BPROP_FILTER: lambda: _conv_grad(1),
     OpType.POOL: lambda: ([ng.pooling(x := _image(), 2, op="avg", ceil_mode=True)], [x]),
     OpType.POOL_BPROP: lambda: _pool_grad("max"),
+    OpType.MOMENTS: _unary(lambda x: ng.moments(x, [C])[1] + ng.moments(x, [C])[0]),
+    OpType.CENTERED_SUMS: _unary(lambda x: ng.centered_sums(x * 2.0, x, ng.moments(x, [C])[0])[1]),
 }
 
 

@@ -6,7 +6,7 @@ placeholders have no kernel: the executor binds their storage and feeds.
 """
 
 from ...ir import OpType
-from . import contraction, control, conv, elementwise, fused, leaf, movement, pool, reduce
+from . import contraction, control, conv, elementwise, fused, leaf, movement, normalization, pool, reduce
 from .context import Kernel, KernelContext, KernelFactory, Workspace
 
 KERNELS: dict[OpType, KernelFactory] = {
@@ -16,6 +16,7 @@ KERNELS: dict[OpType, KernelFactory] = {
     **contraction.KERNELS,
     **conv.KERNELS,
     **pool.KERNELS,
+    **normalization.KERNELS,
     **leaf.KERNELS,
     **control.KERNELS,
     **fused.KERNELS,

@@ -67,6 +67,7 @@ EXAMPLES = [
     lambda: (x ** -1.0, ng.reciprocal(x)),
     lambda: (ng.log(ng.exp(x)), x),
     lambda: (ng.stop_gradient(ng.stop_gradient(x)), ng.stop_gradient(x)),
+    lambda: (make(T.CUSTOM_GRADIENT, [x * 2.0, x], arg="some.registered.name"), x * 2.0),
     lambda: (ng.broadcast(ng.broadcast(xc, [C, N]), [N, H, C]), ng.broadcast(xc, [N, H, C])),
     lambda: (ng.cast_axes(ng.cast_axes(x, [C2, N2]), [C3, N3]), ng.cast_axes(x, [C3, N3])),
     lambda: (make(T.RESHAPE, [make(T.RESHAPE, [x], axes=[D])], axes=[A, B]), make(T.RESHAPE, [x], axes=[A, B])),

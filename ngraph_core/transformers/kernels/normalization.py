@@ -1,0 +1,130 @@
+"""Normalization statistics: ``moments`` (mean, biased variance) and ``centered_sums``.
+
+Both see their input as a ``(features, rest)`` matrix: the kept axes first, the reduced ones
+after (a view when the kept axes lead the input, as ``C`` does in ``[C, H, W, N]``; otherwise
+one transposing copy into scratch). Row sums are a matrix-vector product with a vector of
+ones (BLAS gemv: 3x faster than ``sum(axis=1)`` on a 16 x 65536 float32 matrix, one core,
+2026-11-22). Products are reduced in blocks of about ``BLOCK_ELEMENTS``: the block's centered
+values ``x - mean`` are formed in a small temporary that stays in cache and each row is
+dotted with its partner by a stacked ``matmul`` (2x faster than ``einsum('ij,ij->i')``), so
+the input is read from memory twice (the mean, then the block pass) and no full-size
+temporary is written. The variance is the mean of squared deviations from the mean, not
+``E[x^2] - E[x]^2``, which cancels catastrophically in float32 when the mean is large
+against the spread.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Any
+
+from ...ir import Op, OpType
+from .context import Kernel, KernelContext
+
+BLOCK_ELEMENTS = 1 << 16
+
+
+class _Rows:
+    """Views an input (axes ``x_axes``) as a ``(features, rest)`` matrix, kept axes first in ``kept`` order."""
+
+    def __init__(self, kc: KernelContext, x_axes: Any, kept: Any, dtype: str, x_dtype: str, scratch: list) -> None:
+        self.xp = kc.xp
+        kept_pos = [x_axes.index(a) for a in kept]
+        rest_pos = [i for i in range(len(x_axes)) if i not in kept_pos]
+        self.perm = tuple(kept_pos + rest_pos)
+        self.features = math.prod(a.length for a in kept)
+        self.rest = x_axes.size // max(self.features, 1)
+        self.copy = self.perm != tuple(range(len(x_axes))) or x_dtype != dtype
+        self.slot = None
+        if self.copy:
+            self.slot = len(scratch)
+            scratch.append(((self.features, self.rest), dtype))
+
+    def __call__(self, x: Any, buffers: list[Any]) -> Any:
+        if not self.copy:
+            return x.reshape(self.features, self.rest)
+        out = buffers[self.slot]
+        self.xp.copyto(out.reshape([x.shape[p] for p in self.perm]), x.transpose(self.perm), casting="unsafe")
+        return out
+
+
+@functools.lru_cache(maxsize=64)
+def _ones(xp: Any, n: int, dtype: str) -> Any:
+    """A read-only vector of ``n`` ones (row sums as one gemv), shared by every kernel that needs it."""
+    return xp.ones(n, dtype=dtype)
+
+
+def _row_dots(xp: Any, a: Any, b: Any) -> Any:
+    """``(a * b).sum(axis=1)`` for two ``(rows, n)`` matrices, one BLAS dot per row."""
+    return xp.matmul(a[:, None, :], b[:, :, None])[:, 0, 0]
+
+
+def _blocks(features: int, rest: int) -> list[tuple[int, int]]:
+    per = max(1, BLOCK_ELEMENTS // max(rest, 1))
+    return [(s, min(s + per, features)) for s in range(0, features, per)]
+
+
+def moments(op: Op, kc: KernelContext) -> Kernel:
+    """``out[0] = mean``, ``out[1] = mean((x - mean)^2)`` per kept position."""
+    xp, dtype, (x,) = kc.xp, kc.dtype_of(op), op.src
+    kept = op.axes[1:]
+    scratch: list = []
+    rows = _Rows(kc, x.axes, kept, dtype, kc.dtype_of(x), scratch)
+    blocks = _blocks(rows.features, rows.rest)
+    per = blocks[0][1] - blocks[0][0]
+    temp = len(scratch)
+    scratch.append(((per, rows.rest), dtype))
+    views = kc.scratch().request(scratch)
+    inv = 1.0 / rows.rest
+    ones = _ones(xp, rows.rest, dtype)
+
+    def moments_kernel(out, xv):
+        buffers = views()
+        x2 = rows(xv, buffers)
+        out2 = out.reshape(2, rows.features)
+        mean, var = out2[0], out2[1]
+        xp.matmul(x2, ones, out=mean)
+        mean *= inv
+        for s, e in blocks:
+            d = buffers[temp][:e - s]
+            xp.subtract(x2[s:e], mean[s:e, None], out=d)
+            var[s:e] = _row_dots(xp, d, d)
+        var *= inv
+        return out
+
+    return moments_kernel
+
+
+def centered_sums(op: Op, kc: KernelContext) -> Kernel:
+    """``out[0] = sum(dy)``, ``out[1] = sum(dy * (x - mean))`` per kept position."""
+    xp, dtype = kc.xp, kc.dtype_of(op)
+    dy, x, mean = op.src
+    kept = op.axes[1:]
+    scratch: list = []
+    dy_rows = _Rows(kc, dy.axes, kept, dtype, kc.dtype_of(dy), scratch)
+    x_rows = _Rows(kc, x.axes, kept, dtype, kc.dtype_of(x), scratch)
+    mean_perm = tuple(mean.axes.index(a) for a in kept)
+    blocks = _blocks(x_rows.features, x_rows.rest)
+    per = blocks[0][1] - blocks[0][0]
+    temp = len(scratch)
+    scratch.append(((per, x_rows.rest), dtype))
+    views = kc.scratch().request(scratch)
+    ones = _ones(xp, x_rows.rest, dtype)
+
+    def centered_sums_kernel(out, dyv, xv, meanv):
+        buffers = views()
+        dy2, x2 = dy_rows(dyv, buffers), x_rows(xv, buffers)
+        m = meanv.transpose(mean_perm).reshape(-1)
+        out2 = out.reshape(2, x_rows.features)
+        xp.matmul(dy2, ones, out=out2[0])
+        for s, e in blocks:
+            d = buffers[temp][:e - s]
+            xp.subtract(x2[s:e], m[s:e, None], out=d, casting="unsafe")
+            out2[1, s:e] = _row_dots(xp, dy2[s:e], d)
+        return out
+
+    return centered_sums_kernel
+
+
+KERNELS = {OpType.MOMENTS: moments, OpType.CENTERED_SUMS: centered_sums}
