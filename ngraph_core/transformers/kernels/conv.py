@@ -1,47 +1,49 @@
-"""Convolution kernels: im2col + one GEMM per call (per group), col2im for the data gradient.
+"""Convolution kernels: im2col + GEMM a block of output rows at a time; dX as a convolution.
 
 Internal layout: channels first, batch last, ``(C, *spatial, N)`` — neon's CHWN, the
 layout activations have by default (``[C, H, W, N]``). Then
 
-* **im2col** is one ``copyto`` from a ``sliding_window_view`` of the (padded) input into a
-  ``(C, *F, *out, N)`` buffer: the innermost runs are N elements long and contiguous on
-  both sides;
-* the **forward GEMM** ``W(K, C*F) @ col(C*F, out*N)`` writes ``[K, *out, N]`` — the op's
-  output layout — directly into the output buffer: no transpose anywhere;
-* the **filter gradient** is ``col @ dYᵀ``, written straight into ``[Ci, *F, K]``;
-* the **data gradient** is ``dcol = Wᵀ @ dY`` then col2im: one strided add per filter tap
-  (R*S of them), each clipped to the taps' real input positions, so no padded buffer is
-  zeroed or cropped, and the first tap that covers the whole input assigns instead of adds.
+* **im2col** of a block of output rows is one ``copyto`` from a ``sliding_window_view`` of
+  the (padded) input into a ``(C, *F, rows, *out_rest, N)`` buffer; the innermost runs are
+  N elements long and contiguous on both sides;
+* the **forward GEMM** ``W(K, C*F) @ col(C*F, rows*out_rest*N)`` writes the block's rows of
+  ``[K, *out, N]`` — the op's output layout — straight into the output buffer (a strided
+  view BLAS takes as is): no transpose anywhere;
+* the **filter gradient** sums ``col @ dYᵀ`` over the blocks, written into ``[Ci, *F, K]``;
+* the **data gradient** of a stride-1 convolution is the convolution of dY with the filter
+  flipped in space and its channel roles swapped (same blocked kernel, "full" padding
+  ``d*(k-1) - p``); with strides (or padding wider than the filter) it is ``Wᵀ @ dY`` per
+  block, then col2im: one strided add per filter tap into a zeroed dX.
 
-Inputs in another axes order are transposed into the internal layout by the same copy
-that pads them; a 1x1 convolution with stride 1 and no padding skips im2col entirely.
-Scratch (padded copies, col matrices) comes from the computation's shared workspace.
+Why blocks: a whole-layer col matrix (37 MB for 16 channels at 32x32, batch 64) is written
+to memory and read back by the GEMM; a block of ``COL_BLOCK_BYTES`` is read back from
+cache. Inputs in another axes order are transposed into the internal layout by the same
+copy that pads them; a 1x1 convolution with stride 1 and no padding skips im2col.
+Scratch (padded copies, col blocks) comes from the computation's shared workspace.
 
-Measured 2026-11-24 on this machine (2 vCPUs, OpenBLAS, float32, batch 64, 3x3, pad 1, ms,
-medians; standalone prototypes of these kernels, 2 threads):
+Measured 2026-11-22 on this machine (2 vCPUs, numpy's OpenBLAS with its SkylakeX kernels,
+float32, batch 64, 3x3, pad 1, ms per call, forward / data gradient / filter gradient):
 
-====================  ======  ======  ====  ============================
-layer                 layout  im2col  GEMM  data gradient
-====================  ======  ======  ====  ============================
-3x32x32 -> 32         CHWN    0.18    1.2   1.9 (col2im)
-3x32x32 -> 32         NHWC    0.8     1.3   9.3
-32x16x16 -> 64        CHWN    0.9     3.7   5.8 (clipped col2im)
-32x16x16 -> 64        NHWC    2.0     4.4   17.5
-====================  ======  ======  ====  ============================
+==================  ===================  =====================  =========================
+layer               whole col, col2im    1-row blocks, dX conv  2-row blocks (2.5 MiB), 2T
+==================  ===================  =====================  =========================
+16x32x32 -> 16, 1T  7.4 / 8.7 / 7.5      5.3 / 5.3 / 5.6        —
+32x16x16 -> 32, 1T  5.0 / 5.3 / 5.3      4.1 / 4.0 / 4.1        —
+16x32x32 -> 16, 2T  —                    4.5 / 4.3 / 3.7        3.7 / 3.5 / 3.4
+64x8x8 -> 64, 2T    —                    1.7 / 1.8 / 1.7        1.5 / 1.6 / 1.4
+==================  ===================  =====================  =========================
 
-For the data gradient, a full convolution of the padded gradient with the flipped filter
-took 8.1 ms against col2im's 5.8 (its im2col over K*R*S rows moves more memory when
-K >= C), so col2im is used. The filter gradient recomputes im2col from x rather than
-keeping the forward's col alive across the step: that costs 0.2-0.9 ms above, and keeping
-it would add a col buffer per layer to the step's live memory (37 MB for a 16-channel
-32x32 layer at batch 64).
+Block size: at one thread 256 KiB-2.4 MiB all gained alike over the whole matrix (a
+ResNet row of col is 1.2 MB at every stage); at two threads OpenBLAS splits a GEMM better
+when it is bigger, and 2.4-4.8 MiB blocks were best (9.6 MiB lost the cache again).
 
-Through the compiler (``benchmarks/conv_layer.py``, ours/PyTorch, 2 threads): the first
-layer's forward + filter gradient 3.6 / 1.9 ms; with the data gradient 4.4 / 4.5 ms; the
-32x16x16 -> 64 layer with both gradients 15.3 / 9.7 ms (1 thread: 23.8 / 11.8). The GEMMs
-of the first layer are memory-bound (col is 7 MB); im2col fused with the GEMM in blocks of
-output rows (the block stays in cache) gained 10-30% on the forward in a prototype, and
-was not consistently faster for the filter gradient — a candidate for the tuning pass.
+What did not pay: two Python threads each running im2col + GEMM on half the blocks (with
+BLAS at one thread): OpenBLAS serializes concurrent calls from several threads, so the
+GEMMs did not overlap. GEMM orientation: with K = 16 output channels the GEMM runs at about
+60-75 GFLOP/s against 160 at K = 64 (M = 16 rows leave OpenBLAS's packed panels underused);
+the transposed product ``colᵀ @ Wᵀ`` is 2x faster on a contiguous ``colᵀ``, but building
+that channels-last col from CHWN costs more than it saves (3.0 ms against 0.6 for 16
+channels), and a transposed view of ``col`` gained less than the output transpose cost.
 """
 
 from __future__ import annotations
@@ -55,8 +57,8 @@ from ...ir.conv import ConvArg, activation_roles, filter_roles
 from .context import Kernel, KernelContext
 from .windows import PaddedCopy, is_identity, taps
 
-COL_BLOCK_BYTES = 1 << 20
-"""Target size of one block of the col matrix (measured: 256 KiB-2 MiB all gain; see above)."""
+COL_BLOCK_BYTES = 5 << 19
+"""Target size of one block of the col matrix (2.5 MiB; see the measurements above)."""
 
 Block = tuple[int, int]
 
