@@ -95,6 +95,9 @@ CONV_CASES = [
     ("dilation2_stride2_pad2", 3, 4, (9, 9), (3, 3), {"dilation": 2, "strides": 2, "padding": 2}),
     ("asymmetric_pad", 3, 4, (6, 5), (3, 3), {"padding": ((0, 2), (1, 0))}),
     ("asymmetric_pad_stride", 3, 4, (7, 6), (3, 2), {"padding": ((2, 1), (0, 3)), "strides": (2, 3)}),
+    ("fewer_out_channels_pad1", 6, 4, (7, 6), (3, 3), {"padding": 1}),  # dX as a convolution (C >= K)
+    ("fewer_out_channels_dilated_same", 5, 3, (9, 8), (3, 2), {"padding": "same", "dilation": (2, 1)}),
+    ("fewer_out_channels_groups", 6, 4, (6, 5), (3, 3), {"padding": 1, "groups": 2}),
     ("pointwise", 5, 3, (4, 5), (1, 1), {}),
     ("pointwise_stride2", 5, 3, (7, 6), (1, 1), {"strides": 2}),
     ("pointwise_pad", 5, 3, (4, 5), (1, 1), {"padding": 1}),
