@@ -104,6 +104,7 @@ class GAN(TransformerOwner):
         self._g_steps: dict[int, Any] = {}
         self._generate: dict[int, tuple[Any, ng.Op]] = {}
         self._owner: tuple[Any, Any] | None = None
+        self._pending_optimizer_state: tuple[Path, dict[str, np.ndarray]] | None = None
 
     # -- graphs (one transformer holds both networks' variables) --------------------------------------
     def _caches(self) -> list[dict]:
@@ -207,6 +208,8 @@ class GAN(TransformerOwner):
         """
         n = int(x.shape[-1])
         d_step, g_step = self.d_step_computation(n), self.g_step_computation(n)
+        if self._pending_optimizer_state is not None:  # both optimizers' state exists from here on
+            self._load_optimizer_state(*self._pending_optimizer_state)
         d_total = 0.0
         for _ in range(k):
             d_total += float(d_step(x, self.draw_noise(n))[0])
@@ -347,11 +350,14 @@ class GAN(TransformerOwner):
                                               model=[{"class_name": "GAN", "noise_dim": self.noise_dim}]))
 
     def load_params(self, path: str | Path, optimizer_state: bool = True) -> None:
-        """Load ``save_params``' file (weights, epoch, history; optimizer state when the optimizers'
-        steps are built — call it after ``set_optimizers`` and a first step, or load weights only).
+        """Load ``save_params``' file: weights, epoch, history and (``optimizer_state``) both optimizers'
+        state. The optimizers create their state when the training steps are built, so state loaded
+        before that waits and is written at the first ``train_step`` (``fit`` included) — resuming
+        with fresh ``GAN``/optimizer objects continues exactly where the saved run stopped.
 
         Raises:
-            CheckpointError: a file that does not fit (nothing is written then).
+            CheckpointError: a file that does not fit (nothing is written then); optimizer state that
+                does not fit the optimizers is reported when it is written.
         """
         path = Path(path)
         data = read_checkpoint(path)
@@ -361,16 +367,24 @@ class GAN(TransformerOwner):
             self.build(tuple(data.input_shape))
         params, opt = self._keys()
         check_entries(path, "params", params, data.params)
-        load_opt = optimizer_state and bool(opt) and bool(data.optimizer)
-        if load_opt:
+        pending = (path, data.optimizer) if optimizer_state and data.optimizer else None
+        steps_built = bool(self._d_steps) and bool(self._g_steps)
+        if pending is not None and steps_built:
             check_entries(path, "optimizer", opt, data.optimizer)
         for key, var in params.items():
             self.transformer.write_variable(var, data.params[key])
-        if load_opt:
-            for key, var in opt.items():
-                self.transformer.write_variable(var, data.optimizer[key])
         self.epoch = data.epoch
         self.history = History(data.history)
+        self._pending_optimizer_state = pending
+        if pending is not None and steps_built:
+            self._load_optimizer_state(*pending)
+
+    def _load_optimizer_state(self, path: Path, state: dict[str, np.ndarray]) -> None:
+        _, opt = self._keys()
+        check_entries(path, "optimizer", opt, state)
+        for key, var in opt.items():
+            self.transformer.write_variable(var, state[key])
+        self._pending_optimizer_state = None
 
     def __repr__(self) -> str:
         return f"GAN(generator={self.generator!r}, discriminator={self.discriminator!r}, noise_dim={self.noise_dim})"

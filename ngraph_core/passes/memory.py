@@ -80,6 +80,8 @@ class MemoryReport:
         peak_live_bytes: the largest ``live_bytes`` figure (a lower bound of ``arena_bytes``).
         buffers: number of buffer-owning ops.
         in_place: how many of them write over a source's buffer.
+        workspace_bytes: the kernels' shared scratch (im2col blocks, padded copies), outside the
+            arena; 0 from a plan alone, filled in by ``computation.memory_report()``.
     """
 
     arena_bytes: int
@@ -89,6 +91,7 @@ class MemoryReport:
     peak_live_bytes: int
     buffers: int
     in_place: int
+    workspace_bytes: int = 0
 
     @property
     def reuse_ratio(self) -> float:
@@ -101,6 +104,7 @@ class MemoryReport:
             "arena_bytes": self.arena_bytes, "unplanned_bytes": self.unplanned_bytes,
             "persistent_bytes": self.persistent_bytes, "peak_live_bytes": self.peak_live_bytes,
             "buffers": self.buffers, "in_place": self.in_place, "reuse_ratio": self.reuse_ratio,
+            "workspace_bytes": self.workspace_bytes,
             "live_bytes": list(self.live_bytes),
         }
 
@@ -113,6 +117,7 @@ class MemoryReport:
             row("no reuse", self.unplanned_bytes, f"reuse ratio {self.reuse_ratio:.2f}x"),
             row("peak live", self.peak_live_bytes, f"over {len(self.live_bytes)} steps"),
             row("variables", self.persistent_bytes, "persistent, outside the arena"),
+            row("workspace", self.workspace_bytes, "kernel scratch, shared, outside the arena"),
         ])
 
 

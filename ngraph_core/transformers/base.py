@@ -9,6 +9,7 @@ into a function. ``computation.source`` shows that source.
 
 from __future__ import annotations
 
+import dataclasses
 import textwrap
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -65,12 +66,13 @@ class Computation:
         return self.workspace.nbytes
 
     def memory_report(self) -> MemoryReport:
-        """Arena bytes, bytes without reuse, persistent (variable) bytes and live bytes per step.
+        """Arena bytes, bytes without reuse, persistent (variable) bytes, live bytes per step and
+        the kernels' scratch workspace.
 
         Example:
             >>> print(f.memory_report())  # arena vs no reuse, with the reuse ratio
         """
-        return self.graph.memory.report()
+        return dataclasses.replace(self.graph.memory.report(), workspace_bytes=self.workspace_bytes)
 
     def __repr__(self) -> str:
         return f"<Computation of {len(self.graph.order)} ops on {self.transformer.name}>"

@@ -444,8 +444,10 @@ def test_kernels_share_one_workspace() -> None:
     one_conv = ng.convolution(x, w1, padding=1)
     with ng.transformers.make_transformer() as t:
         single = t.computation(one_conv, x, w1).workspace_bytes
-        double = t.computation(ng.convolution(one_conv, w2, padding=1), x, w1, w2).workspace_bytes
-    assert single > 0 and double == single
+        two = t.computation(ng.convolution(one_conv, w2, padding=1), x, w1, w2)
+        report = two.memory_report()
+    assert single > 0 and two.workspace_bytes == single
+    assert report.workspace_bytes == single and "workspace" in str(report)  # reported beside the arena
 
 
 def test_col_matrix_is_built_in_blocks_of_output_rows(monkeypatch: Any) -> None:
