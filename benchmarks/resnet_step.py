@@ -105,18 +105,24 @@ def build_ngraph_network(training: bool, batch: int):
     return X, out, net, t
 
 
-def build_ngraph(threads: int) -> tuple[Step, str]:
-    import numpy as np
-
+def training_graph(batch: int = BATCH) -> tuple[list, list, object]:
+    """The training step's graph: ``([loss, update], [X, Y], transformer holding PyTorch's weights)``."""
     import ngraph_core as ng
     from neon.costs import CrossEntropyMulti
     from neon.optimizers import GradientDescentMomentum
 
-    X, out, net, t = build_ngraph_network(True, BATCH)
+    X, out, net, t = build_ngraph_network(True, batch)
     Y = ng.placeholder([ng.make_axis(10, "Y"), X.axes[-1]], name="Y")
     loss = CrossEntropyMulti()(out, Y)
     update = GradientDescentMomentum(LR, MOMENTUM, wdecay=WDECAY)(loss, net.trainable_variables)
-    train = t.computation([loss, update], X, Y)
+    return [loss, update], [X, Y], t
+
+
+def build_ngraph(threads: int) -> tuple[Step, str]:
+    import numpy as np
+
+    results, inputs, t = training_graph()
+    train = t.computation(results, *inputs)
     x, labels = make_batch(np.random.default_rng(0))
     x_ours = np.ascontiguousarray(np.moveaxis(x, 0, -1))  # (C, H, W, N), as ImageIterator yields
     targets = np.ascontiguousarray(np.eye(10, dtype="float32")[labels].T)
