@@ -497,3 +497,55 @@ def test_training_batch_norm_compiles_to_moments_and_one_fused_pass_per_directio
         kinds = [op.op for op in t.computation([y, dx], x).graph.order]
     assert kinds.count(T.MOMENTS) == 1 and kinds.count(T.CENTERED_SUMS) == 1
     assert T.CUSTOM_GRADIENT not in kinds and T.SUM not in kinds  # no autodiff through the statistics
+
+
+# -- batch normalization sweep: (id, axes of x by name, feature axis, eps) -------------------------------
+BN_CASES = [
+    ("features_by_batch", ("F", "N"), "F", 1e-5),
+    ("batch_first", ("N", "F"), "F", 1e-3),
+    ("image_chwn", ("C", "H", "W", "N"), "C", 1e-5),
+    ("image_nchw", ("N", "C", "H", "W"), "C", 1e-3),
+    ("image_channels_last", ("H", "W", "N", "C"), "C", 0.1),
+    ("volume", ("C", "D", "H", "W", "N"), "C", 1e-5),
+    ("sequence", ("F", "REC", "N"), "F", 1e-5),
+]
+BN_LENGTHS = {"F": 5, "N": 4, "C": 3, "H": 4, "W": 3, "D": 2, "REC": 3}
+
+
+def _bn_torch(x: Any, g: Any, b: Any, names: tuple, feature: str, eps: float, stats: tuple = ()) -> Any:
+    """F.batch_norm on x permuted to (N, C, *rest) (PyTorch's feature axis is dim 1), permuted back."""
+    order = ["N", feature] + [n for n in names if n not in ("N", feature)]
+    perm = [names.index(n) for n in order]
+    back = [order.index(n) for n in names]
+    mean, var = stats if stats else (None, None)
+    y = F.batch_norm(x.permute(*perm), mean, var, g, b, training=not stats, eps=eps)
+    return y.permute(*back)
+
+
+@pytest.mark.parametrize("names, feature, eps", [pytest.param(*c[1:], id=c[0]) for c in BN_CASES])
+def test_batch_norm_training_vs_torch(names: tuple, feature: str, eps: float) -> None:
+    """Training form: forward and the gradients of x, gamma and beta against torch's batch_norm."""
+    axes = [ng.make_axis(BN_LENGTHS[n], n) for n in names]
+    f = next(a for a in axes if a.name == feature)
+    check_op_torch(lambda x, g, b: ng.batch_norm(x, g, b, eps=eps),
+                   lambda x, g, b: _bn_torch(x, g, b, names, feature, eps),
+                   [arg(*axes, low=-1.0, high=3.0), arg(f, positive=True), arg(f)])
+
+
+@pytest.mark.parametrize("names, feature, eps", [pytest.param(*c[1:], id=c[0]) for c in BN_CASES[:4]])
+def test_batch_norm_inference_forward_vs_torch(names: tuple, feature: str, eps: float) -> None:
+    """Inference form: torch's batch_norm with running statistics (which it does not differentiate)."""
+    axes = [ng.make_axis(BN_LENGTHS[n], n) for n in names]
+    f = next(a for a in axes if a.name == feature)
+    check_op_torch(lambda x, g, b, m, v: ng.batch_norm(x, g, b, eps=eps, mean=m, var=v),
+                   lambda x, g, b, m, v: _bn_torch(x, g, b, names, feature, eps, (m, v)),
+                   [arg(*axes), arg(f), arg(f), arg(f), arg(f, positive=True)], grad=False)
+
+
+def test_batch_norm_training_float32_and_finite_differences() -> None:
+    """The closed-form gradient against central finite differences (float64) and float32 runs."""
+    x_axes = image(3, (4, 3))
+    check_op(lambda x, g, b: ng.relu(ng.batch_norm(x, g, b, eps=1e-3)),
+             lambda x, g, b: np.maximum(nn_ref.batch_norm(x, g, b, 1e-3, axis=0), 0),
+             [arg(*x_axes, avoid=0.05), arg(x_axes[0], positive=True), arg(x_axes[0])],
+             covers=[T.MOMENTS], atol=1e-4, rtol=1e-4)
