@@ -26,12 +26,16 @@ BLOCK_ELEMENTS = 1 << 16
 
 
 class _Rows:
-    """Views an input (axes ``x_axes``) as a ``(features, rest)`` matrix, kept axes first in ``kept`` order."""
+    """Views an input (axes ``x_axes``) as a ``(features, rest)`` matrix: the kept axes first in ``kept``
+    order, then the others in ``rest`` order (default: their own), so two inputs can be made to agree."""
 
-    def __init__(self, kc: KernelContext, x_axes: Any, kept: Any, dtype: str, x_dtype: str, scratch: list) -> None:
+    def __init__(self, kc: KernelContext, x_axes: Any, kept: Any, dtype: str, x_dtype: str, scratch: list,
+                 rest: Any = None) -> None:
         self.xp = kc.xp
         kept_pos = [x_axes.index(a) for a in kept]
-        rest_pos = [i for i in range(len(x_axes)) if i not in kept_pos]
+        rest_pos = [i for i in range(len(x_axes)) if i not in kept_pos] if rest is None else \
+            [x_axes.index(a) for a in rest]
+        self.rest_axes = [x_axes[i] for i in rest_pos]
         self.perm = tuple(kept_pos + rest_pos)
         self.features = math.prod(a.length for a in kept)
         self.rest = x_axes.size // max(self.features, 1)
@@ -102,8 +106,8 @@ def centered_sums(op: Op, kc: KernelContext) -> Kernel:
     dy, x, mean = op.src
     kept = op.axes[1:]
     scratch: list = []
-    dy_rows = _Rows(kc, dy.axes, kept, dtype, kc.dtype_of(dy), scratch)
     x_rows = _Rows(kc, x.axes, kept, dtype, kc.dtype_of(x), scratch)
+    dy_rows = _Rows(kc, dy.axes, kept, dtype, kc.dtype_of(dy), scratch, rest=x_rows.rest_axes)  # x's order
     mean_perm = tuple(mean.axes.index(a) for a in kept)
     blocks = _blocks(x_rows.features, x_rows.rest)
     per = blocks[0][1] - blocks[0][0]
