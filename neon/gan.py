@@ -47,7 +47,7 @@ from .costs import CrossEntropyBinary
 from .data import DataError
 from .layers import Layer, training_mode
 from .model import ModelError, TransformerOwner, _dataset_shapes, _nbatches, sample_placeholder
-from .saving import CheckpointData, CheckpointError, check_entries, read_checkpoint, variable_keys, write_checkpoint
+from .saving import CheckpointData, CheckpointError, read_checkpoint, variable_keys, write_checkpoint
 
 NOISE_AXIS = "Z"
 
@@ -104,7 +104,6 @@ class GAN(TransformerOwner):
         self._g_steps: dict[int, Any] = {}
         self._generate: dict[int, tuple[Any, ng.Op]] = {}
         self._owner: tuple[Any, Any] | None = None
-        self._pending_optimizer_state: tuple[Path, dict[str, np.ndarray]] | None = None
 
     # -- graphs (one transformer holds both networks' variables) --------------------------------------
     def _caches(self) -> list[dict]:
@@ -208,8 +207,7 @@ class GAN(TransformerOwner):
         """
         n = int(x.shape[-1])
         d_step, g_step = self.d_step_computation(n), self.g_step_computation(n)
-        if self._pending_optimizer_state is not None:  # both optimizers' state exists from here on
-            self._load_optimizer_state(*self._pending_optimizer_state)
+        self._load_pending_optimizer_state()  # both optimizers' state exists from here on
         d_total = 0.0
         for _ in range(k):
             d_total += float(d_step(x, self.draw_noise(n))[0])
@@ -365,26 +363,7 @@ class GAN(TransformerOwner):
             if data.input_shape is None:
                 raise CheckpointError(f"{path}: records no sample shape")
             self.build(tuple(data.input_shape))
-        params, opt = self._keys()
-        check_entries(path, "params", params, data.params)
-        pending = (path, data.optimizer) if optimizer_state and data.optimizer else None
-        steps_built = bool(self._d_steps) and bool(self._g_steps)
-        if pending is not None and steps_built:
-            check_entries(path, "optimizer", opt, data.optimizer)
-        for key, var in params.items():
-            self.transformer.write_variable(var, data.params[key])
-        self.epoch = data.epoch
-        self.history = History(data.history)
-        self._pending_optimizer_state = pending
-        if pending is not None and steps_built:
-            self._load_optimizer_state(*pending)
-
-    def _load_optimizer_state(self, path: Path, state: dict[str, np.ndarray]) -> None:
-        _, opt = self._keys()
-        check_entries(path, "optimizer", opt, state)
-        for key, var in opt.items():
-            self.transformer.write_variable(var, state[key])
-        self._pending_optimizer_state = None
+        self._restore(path, data, optimizer_state, optimizer_built=bool(self._d_steps) and bool(self._g_steps))
 
     def __repr__(self) -> str:
         return f"GAN(generator={self.generator!r}, discriminator={self.discriminator!r}, noise_dim={self.noise_dim})"

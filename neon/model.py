@@ -77,6 +77,43 @@ class TransformerOwner:
         for cache in self._caches():
             cache.clear()
 
+    # -- checkpoints: both models restore weights, epoch, history and optimizer state alike ----------
+    _pending_optimizer_state: tuple[Path, dict[str, np.ndarray]] | None = None
+    epoch: int
+    history: History
+
+    def _keys(self) -> tuple[dict[str, ng.Op], dict[str, ng.Op]]:
+        """Checkpoint key -> variable, for the weights and for the optimizers' state."""
+        raise NotImplementedError
+
+    def _restore(self, path: Path, data: CheckpointData, optimizer_state: bool, optimizer_built: bool) -> None:
+        """Write a checkpoint's weights, epoch and history, and (``optimizer_state``) its optimizer
+        state: now when the optimizers' variables exist (``optimizer_built``), else at the next
+        ``_load_pending_optimizer_state``. Every key present now is checked before anything is written."""
+        params, opt = self._keys()
+        check_entries(path, "params", params, data.params)
+        pending = (path, data.optimizer) if optimizer_state and data.optimizer else None
+        if pending is not None and optimizer_built:
+            check_entries(path, "optimizer", opt, data.optimizer)
+        for key, var in params.items():
+            self.transformer.write_variable(var, data.params[key])
+        self.epoch = data.epoch
+        self.history = History(data.history)
+        self._pending_optimizer_state = pending
+        if optimizer_built:
+            self._load_pending_optimizer_state()
+
+    def _load_pending_optimizer_state(self) -> None:
+        """Write optimizer state that ``_restore`` kept for when the optimizers' variables exist."""
+        if self._pending_optimizer_state is None:
+            return
+        path, state = self._pending_optimizer_state
+        _, opt = self._keys()
+        check_entries(path, "optimizer", opt, state)
+        for key, var in opt.items():
+            self.transformer.write_variable(var, state[key])
+        self._pending_optimizer_state = None
+
 
 class Model(TransformerOwner):
     """A neural network: layers (a list becomes ``Sequential``) and the transformer that runs them.
@@ -121,7 +158,6 @@ class Model(TransformerOwner):
         self._train: dict[int, Any] = {}                           # N -> training computation
         self._train_owner: tuple[Any, Any, tuple[int, ...]] | None = None
         self._evals: dict[tuple, Any] = {}                         # (ids of cost/metrics, N, y shape) -> comp
-        self._pending_optimizer_state: tuple[Path, dict[str, np.ndarray]] | None = None
 
     # -- the transformer and the graphs ------------------------------------------------------------
     def _caches(self) -> list[dict]:
@@ -203,8 +239,7 @@ class Model(TransformerOwner):
                                  "batch size; hint: an optimizer must keep one state per variable across calls")
             layer_updates = [u for u in self.layers.updates if id(u) not in updates_before]
             self._train[n] = self.transformer.computation([loss, ng.doall([step, *layer_updates])], x, y)
-            if self._pending_optimizer_state is not None:
-                self._load_optimizer_state(*self._pending_optimizer_state)
+            self._load_pending_optimizer_state()
         return self._train[n]
 
     # -- training ------------------------------------------------------------------------------------
@@ -454,29 +489,7 @@ class Model(TransformerOwner):
                 raise CheckpointError(f"{path}: records no input shape; hint: build the model first "
                                       "(model.build(input_shape))")
             self.build(data.input_shape)
-        params, _ = self._keys()
-        check_entries(path, "params", params, data.params)
-        pending = (path, data.optimizer) if optimizer_state and data.optimizer else None
-        if pending is not None and self._train:
-            self._check_optimizer_state(*pending)
-        for key, var in params.items():
-            self.transformer.write_variable(var, data.params[key])
-        self.epoch = data.epoch
-        self.history = History(data.history)
-        self._pending_optimizer_state = pending
-        if pending is not None and self._train:
-            self._load_optimizer_state(*pending)
-
-    def _check_optimizer_state(self, path: Path, state: dict[str, np.ndarray]) -> dict[str, ng.Op]:
-        _, opt = self._keys()
-        check_entries(path, "optimizer", opt, state)
-        return opt
-
-    def _load_optimizer_state(self, path: Path, state: dict[str, np.ndarray]) -> None:
-        opt = self._check_optimizer_state(path, state)
-        for key, var in opt.items():
-            self.transformer.write_variable(var, state[key])
-        self._pending_optimizer_state = None
+        self._restore(path, data, optimizer_state, optimizer_built=self._train)
 
     def __repr__(self) -> str:
         return f"Model({self.layers!r})"
