@@ -281,15 +281,9 @@ class GAN(TransformerOwner):
                     cb.on_minibatch_end(epoch, i, {"d_cost": d_cost, "g_cost": g_cost, "cost": g_cost,
                                                    "batch_size": n})
             logs = {"d_lr": d_lr, "g_lr": g_lr, "d_cost": d_total / max(seen, 1), "g_cost": g_total / max(seen, 1)}
-            self.epoch = epoch + 1
-            self.history.append(epoch, logs)
-            for cb in callbacks:
-                cb.on_epoch_end(epoch, logs)
-            if self.stop_training:
+            if self._end_epoch(epoch, logs, callbacks):
                 break
-        for cb in callbacks:
-            cb.on_train_end({"epoch": self.epoch})
-        return self.history
+        return self._end_training(callbacks)
 
     # -- sampling --------------------------------------------------------------------------------------
     def generate(self, n: int, seed: int | None = 0, z: np.ndarray | None = None,

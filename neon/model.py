@@ -77,6 +77,22 @@ class TransformerOwner:
         for cache in self._caches():
             cache.clear()
 
+    # -- the end of a fit epoch, alike for both models ------------------------------------------------
+    stop_training: bool
+
+    def _end_epoch(self, epoch: int, logs: dict[str, Any], callbacks: Sequence[Callback]) -> bool:
+        """Count the epoch, record its logs, run the callbacks; True when one asked to stop."""
+        self.epoch = epoch + 1
+        self.history.append(epoch, logs)
+        for cb in callbacks:
+            cb.on_epoch_end(epoch, logs)
+        return self.stop_training
+
+    def _end_training(self, callbacks: Sequence[Callback]) -> History:
+        for cb in callbacks:
+            cb.on_train_end({"epoch": self.epoch})
+        return self.history
+
     # -- checkpoints: both models restore weights, epoch, history and optimizer state alike ----------
     _pending_optimizer_state: tuple[Path, dict[str, np.ndarray]] | None = None
     epoch: int
@@ -320,15 +336,9 @@ class Model(TransformerOwner):
             if valid_set is not None:
                 results = self._evaluate(valid_set, cost, metrics)
                 logs.update({f"valid_{name}": value for name, value in results.items()})
-            self.epoch = epoch + 1
-            self.history.append(epoch, logs)
-            for cb in callbacks:
-                cb.on_epoch_end(epoch, logs)
-            if self.stop_training:
+            if self._end_epoch(epoch, logs, callbacks):
                 break
-        for cb in callbacks:
-            cb.on_train_end({"epoch": self.epoch})
-        return self.history
+        return self._end_training(callbacks)
 
     def _set_learning_rate(self, optimizer: Any, epoch: int) -> float | None:
         """Write the optimizer's learning rate(s) for ``epoch``; the (first) rate, for the logs."""
