@@ -21,6 +21,7 @@ from .errors import (
     BackendUnavailableError,
     DTypeError,
     FeedError,
+    InvalidNameError,
     NgraphError,
     SelectorError,
     SerializationError,
@@ -29,6 +30,7 @@ from .errors import (
 )
 from .ir import Axes, Axis, Op, OpGroup, OpType, format_graph, name_scope, verify
 from .ir import toposort as ordered_ops
+from .ir.names import check_name
 from .serialize import deserialize, serialize
 
 __version__ = "0.1.0"
@@ -36,9 +38,10 @@ __version__ = "0.1.0"
 __all__ = [
     *_api_all,
     "transformers", "viz", "custom_gradient", "deriv", "gradients",
-    "AxesError", "BackendUnavailableError", "DTypeError", "FeedError", "NgraphError", "SelectorError",
-    "SerializationError", "UnsupportedOpError", "VerifyError",
+    "AxesError", "BackendUnavailableError", "DTypeError", "FeedError", "InvalidNameError", "NgraphError",
+    "SelectorError", "SerializationError", "UnsupportedOpError", "VerifyError",
     "Axes", "Axis", "Op", "OpGroup", "OpType", "format_graph", "name_scope", "verify", "ordered_ops",
+    "check_name",
     "serialize", "deserialize",
     "__version__",
 ]

@@ -23,6 +23,10 @@ class UnsupportedOpError(NgraphError, NotImplementedError):
     """A backend or a pass has no rule for an OpType."""
 
 
+class InvalidNameError(NgraphError, ValueError):
+    """A name (of an op, axis, scope, label or layer) is empty, too long, or holds control characters."""
+
+
 class SelectorError(NgraphError, ValueError):
     """A selector query is malformed."""
 

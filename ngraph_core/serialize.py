@@ -59,6 +59,7 @@ from .ir import (
 from .ir import infer as infer_op
 from .ir import verify as verify_graph
 from .ir.infer import ALL_DTYPES
+from .ir.names import check_name
 from .ir.ops import OP_BY_NAME
 
 FORMAT_VERSION = 1
@@ -244,7 +245,7 @@ def _encode_name(op: Op, ids: _Ids) -> str:
 
 
 def _decode_name(data: Any, ids: _Ids, where: str) -> str:
-    return _check(data, str, where, "a name string")
+    return check_name(_check(data, str, where, "a name string"), f"{where}: arg", SerializationError)
 
 
 def _ints(data: Any, where: str, what: str) -> tuple[int, ...]:

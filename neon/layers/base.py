@@ -74,8 +74,11 @@ class Layer:
     """
 
     def __init__(self, name: str | None = None) -> None:
-        if name is not None and (not isinstance(name, str) or not name or "/" in name):
-            raise LayerError(f"{type(self).__name__}: name must be a non-empty str without '/', received {name!r}")
+        if name is not None:
+            ng.check_name(name, f"{type(self).__name__} layer name", LayerError)
+            if "/" in name:
+                raise LayerError(f"{type(self).__name__}: name must be a non-empty str without '/', received {name!r}; "
+                                 "hint: '/' separates scope levels in checkpoint keys")
         self.name = name or auto_name(type(self).__name__)
         self.built = False
         self._variables: dict[str, ng.Op] = {}

@@ -21,6 +21,8 @@ import copy
 import inspect
 from typing import Any
 
+import ngraph_core as ng
+
 from ..registry import subclasses
 from .base import Layer, LayerError
 
@@ -68,10 +70,18 @@ def deserialize_layer(data: dict[str, Any], custom_objects: dict[str, type[Layer
     if memo is not None and key[1] is not None and key in memo:
         return memo[key]
     # containers take the context along to build their children; plain layers take the config only
-    if "memo" in inspect.signature(cls.from_config).parameters:
-        layer = cls.from_config(config, custom_objects=custom_objects, memo=memo)
-    else:
-        layer = cls.from_config(config)
+    try:
+        if "memo" in inspect.signature(cls.from_config).parameters:
+            layer = cls.from_config(config, custom_objects=custom_objects, memo=memo)
+        else:
+            layer = cls.from_config(config)
+    except ng.NgraphError:
+        raise
+    except (TypeError, ValueError, KeyError, AttributeError) as exc:  # a hand-edited config: one error type
+        raise LayerError(
+            f"deserialize_layer: expected a valid {name} config, received {config!r}: {exc}; "
+            "hint: pass what serialize_layer (or a container's get_config) produced"
+        ) from exc
     if memo is not None and key[1] is not None:
         memo[key] = layer
     return layer

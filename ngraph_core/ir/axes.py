@@ -12,6 +12,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from ..errors import AxesError
+from .names import check_name
 
 BATCH_AXIS_NAME = "N"
 RECURRENT_AXIS_NAME = "REC"
@@ -36,8 +37,7 @@ class Axis:
     length: int
 
     def __post_init__(self) -> None:
-        if not isinstance(self.name, str) or not self.name:
-            raise AxesError(f"Expected an axis name as a non-empty str, received: {self.name!r}")
+        check_name(self.name, "axis name", AxesError)
         if isinstance(self.length, bool) or not isinstance(self.length, int) or self.length < 0:
             raise AxesError(
                 f"Expected axis {self.name!r} to have a non-negative int length, received: {self.length!r}"

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from .axes import Axes
+from .names import check_name
 from .ops import OpGroup, OpType
 
 _uids = itertools.count()
@@ -45,6 +46,11 @@ class ScopeEntry:
 
     name: str
     kind: str = ""
+
+    def __post_init__(self) -> None:
+        check_name(self.name, "scope name")
+        if self.kind:
+            check_name(self.kind, f"scope {self.name!r} kind")
 
     def __str__(self) -> str:
         return self.name
@@ -84,8 +90,9 @@ def name_scope(name: str, kind: str = "") -> Iterator[Scope]:
 @contextmanager
 def scope_override(scope: Scope, labels: Iterable[str] = ()) -> Iterator[None]:
     """Create ops in ``scope`` (replacing the current one) with extra ``labels``."""
+    labels = frozenset(check_name(label, "scope label") for label in labels)
     t1 = _scope_var.set(tuple(scope))
-    t2 = _labels_var.set(_labels_var.get() | frozenset(labels))
+    t2 = _labels_var.set(_labels_var.get() | labels)
     try:
         yield
     finally:
@@ -227,6 +234,10 @@ class Op:
         axes = Axes(axes)
         scope = current_scope() if scope is None else tuple(scope)
         labels = set(labels)
+        if name is not None:
+            check_name(name, f"{op.value} name")
+        for label in labels:
+            check_name(label, f"{op.value} label")
         # 0.0 == -0.0 (and they hash alike), but they are different constants (1/x differs)
         key_arg = (arg, math.copysign(1.0, arg)) if type(arg) is float else arg
         key = (op, src, axes, dtype, key_arg, scope)
@@ -273,12 +284,12 @@ class Op:
 
     def named(self, name: str) -> Op:
         """Set this op's name (metadata only) and return the op."""
-        self.meta.name = name
+        self.meta.name = check_name(name, f"{self.op.value} name")
         return self
 
     def labeled(self, *labels: str) -> Op:
         """Add labels (metadata only) and return the op."""
-        self.meta.labels.update(labels)
+        self.meta.labels.update(check_name(label, f"{self.op.value} label") for label in labels)
         return self
 
     def replace(self, **changes: Any) -> Op:

@@ -10,7 +10,6 @@ into a function. ``computation.source`` shows that source.
 from __future__ import annotations
 
 import dataclasses
-import textwrap
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -18,6 +17,7 @@ import numpy as np
 
 from ..errors import AxesError, DTypeError, FeedError, NgraphError, UnsupportedOpError
 from ..ir import Op, OpType, format_axes, format_op, owns_buffer
+from ..ir.names import printable
 from ..passes import CompiledGraph, MemoryPlan, MemoryReport, compile_graph
 from ..pattern import PatternMatcher
 from .kernels import KERNELS, KernelContext, Workspace
@@ -257,7 +257,9 @@ class Transformer:
         kc = KernelContext(self.xp, self.dtype_of, self.seed_for, workspace)
         buffer_of, env = self._buffers(graph)
         names: dict[Op, str] = {}
-        lines: list[str] = []
+        # (code, comment) pairs: the code is made only of generated identifiers; the comment
+        # holds user text (op names, labels, scopes, axis names) and is never executed
+        lines: list[tuple[str, str]] = []
         missing = [p for p in graph.order if p.op is OpType.PLACEHOLDER and p not in placeholders]
         if missing:
             raise NgraphError(
@@ -277,10 +279,10 @@ class Transformer:
             if op.op is OpType.PLACEHOLDER:
                 k = placeholders.index(op)
                 env[f"feed{k}"] = self._feeder(op)
-                lines.append(f"{name} = feed{k}(in{k})  # {comment}")
+                lines.append((f"{name} = feed{k}(in{k})", comment))
             elif op.op is OpType.VARIABLE:
                 env[f"var{i}"] = self._variable(op)
-                lines.append(f"{name} = var{i}  # {comment}")
+                lines.append((f"{name} = var{i}", comment))
             else:
                 factory = self.kernel_overrides.get(op.op) or KERNELS.get(op.op)
                 if factory is None:
@@ -291,18 +293,22 @@ class Transformer:
                 kernel = f"{op.op.value}{i}"
                 env[kernel] = factory(op, kc)
                 args = ([buffer_of[op]] if op in buffer_of else []) + src_names
-                lines.append(f"{name} = {kernel}({', '.join(args)})  # {comment}")
+                lines.append((f"{name} = {kernel}({', '.join(args)})", comment))
             if op in snapshots:
                 env["copy"] = self.xp.copy
                 snap_names[op] = f"{name}_before"
-                lines.append(f"{name}_before = copy({name})  # read after an assign to the variable it views")
+                lines.append((f"{name}_before = copy({name})", "read after an assign to the variable it views"))
         outs = []
         for j, r in enumerate(graph.results):
             env[f"out{j}"] = self._result(r)
             outs.append(f"out{j}({names[r]})")
-        body = "\n".join(lines + [f"return ({', '.join(outs)},)"])
-        source = f"def computation({', '.join(params)}):\n{textwrap.indent(body, '    ')}\n"
-        exec(compile(source, f"<ngraph computation {id(graph)}>", "exec"), env)  # noqa: S102 - our own plan
+        lines.append((f"return ({', '.join(outs)},)", ""))
+        header = f"def computation({', '.join(params)}):\n"
+        code = header + "".join(f"    {c}\n" for c, _ in lines)
+        # the readable plan: the same lines (so traceback line numbers match), each with its
+        # comment escaped to one printable line; it is shown, never executed
+        source = header + "".join(f"    {c}  # {printable(t)}\n" if t else f"    {c}\n" for c, t in lines)
+        exec(compile(code, f"<ngraph computation {id(graph)}>", "exec"), env)  # noqa: S102 - generated names only
         return source, env["computation"]
 
 
