@@ -21,14 +21,16 @@ from .errors import (
     BackendUnavailableError,
     DTypeError,
     FeedError,
+    GraphError,
     InvalidNameError,
     NgraphError,
+    PipelineError,
     SelectorError,
     SerializationError,
     UnsupportedOpError,
     VerifyError,
 )
-from .ir import Axes, Axis, Op, OpGroup, OpType, format_graph, name_scope, verify
+from .ir import Axes, Axis, Op, OpGroup, OpType, format_graph, meta_generation, name_scope, update_meta, verify
 from .ir import toposort as ordered_ops
 from .ir.names import check_name
 from .serialize import deserialize, serialize
@@ -38,10 +40,10 @@ __version__ = "0.1.0"
 __all__ = [
     *_api_all,
     "transformers", "viz", "custom_gradient", "deriv", "gradients",
-    "AxesError", "BackendUnavailableError", "DTypeError", "FeedError", "InvalidNameError", "NgraphError",
-    "SelectorError", "SerializationError", "UnsupportedOpError", "VerifyError",
+    "AxesError", "BackendUnavailableError", "DTypeError", "FeedError", "GraphError", "InvalidNameError",
+    "NgraphError", "PipelineError", "SelectorError", "SerializationError", "UnsupportedOpError", "VerifyError",
     "Axes", "Axis", "Op", "OpGroup", "OpType", "format_graph", "name_scope", "verify", "ordered_ops",
-    "check_name",
+    "check_name", "update_meta", "meta_generation",
     "serialize", "deserialize",
     "__version__",
 ]

@@ -27,6 +27,14 @@ class InvalidNameError(NgraphError, ValueError):
     """A name (of an op, axis, scope, label or layer) is empty, too long, or holds control characters."""
 
 
+class GraphError(NgraphError, ValueError):
+    """A sub-graph is malformed: a param that is not a placeholder, or a placeholder not among its params."""
+
+
+class PipelineError(NgraphError, ValueError):
+    """No pass pipeline for the asked backend or mode."""
+
+
 class SelectorError(NgraphError, ValueError):
     """A selector query is malformed."""
 

@@ -62,6 +62,7 @@ from .shape import (
     tensor_slice,
     unflatten,
 )
+from .subgraph import call, graph
 from .tensors import as_op, constant, make_axes, make_axis, normal, placeholder, uniform, variable
 
 abs = absolute  # noqa: A001 - ngraph-style name
@@ -76,5 +77,5 @@ __all__ = [
     "cross_entropy_multi", "log_softmax", "softmax", "softplus", "axes_with_order", "broadcast",
     "cast_axes", "concat_along_axis", "expand_dims", "flatten", "one_hot", "pad", "slice_along_axis",
     "stack", "tensor_slice", "unflatten", "as_op", "constant", "make_axes", "make_axis", "normal",
-    "placeholder", "uniform", "variable", "batch_norm", "centered_sums", "moments",
+    "placeholder", "uniform", "variable", "batch_norm", "centered_sums", "moments", "call", "graph",
 ]

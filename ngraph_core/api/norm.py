@@ -20,10 +20,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..autodiff.custom import custom_gradient
 from ..errors import AxesError
 from ..ir import Axes, Op, OpType, format_axes, make
 from ..ir.infer import MOMENTS_AXIS
+from .custom import custom_gradient
 from .math import broadcast_to, rsqrt
 from .shape import slice_along_axis
 from .tensors import as_op, constant

@@ -1,6 +1,10 @@
-"""Reverse-mode autodiff: the rule table and the reverse walk."""
+"""Reverse-mode autodiff: the rule table and the reverse walk.
 
-from .custom import custom_gradient
+``custom_gradient`` is defined with the API (``api/custom.py``: it builds an op) and
+re-exported here, where users look for it; autodiff reads its registry, never the reverse.
+"""
+
+from ..api.custom import custom_gradient
 from .gradient import deriv, gradients
 from .rules import RULES
 

@@ -12,11 +12,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from .. import api as ng
-from ..errors import UnsupportedOpError
-from ..ir import Op, OpType, make
+from ..api.custom import registered_gradient
+from ..errors import NgraphError, UnsupportedOpError
+from ..ir import Op, OpType, is_float, make, substitute
 from ..ir.conv import activation_roles
 from ..ir.infer import MOMENTS_AXIS
-from .custom import custom_rule
 
 Grads = tuple[Op | None, ...]
 Rule = Callable[[Op, Op], Grads]
@@ -129,6 +129,39 @@ def _centered_sums_grad(ctx: Op, op: Op) -> Grads:
     return ng.broadcast_to(d_dy, dy.axes), b1 * ng.broadcast_to(dy, x.axes), ng.broadcast_to(-(c1 * s0), mean.axes)
 
 
+def _custom_grad(ctx: Op, op: Op) -> Grads:
+    """A ``custom_gradient`` op: rebuild the user's ``grad`` (from the API's registry) and call it."""
+    fn = registered_gradient(op.arg)
+    if fn is None:
+        raise UnsupportedOpError(
+            f"custom_gradient {op.arg!r}: expected a function registered under this name, received none; "
+            "hint: import the module that defines it before differentiating a deserialized graph"
+        )
+    inputs = op.src[1:]
+    _, grad = fn(*inputs)
+    grads = list(grad(ctx))
+    if len(grads) != len(inputs):
+        raise NgraphError(
+            f"custom_gradient {op.arg!r}: expected {len(inputs)} gradient(s), one per input, received {len(grads)}; "
+            "hint: return None for an input that gets no gradient"
+        )
+    return (None, *grads)
+
+
+def _call_grad(ctx: Op, op: Op) -> list[Op | None]:
+    """The sub-graph's result with the inputs substituted for its params, differentiated (a vector-Jacobian
+    product: ``d sum(f(inputs) * ctx) / d inputs``, with ``ctx`` held constant)."""
+    from .gradient import gradients  # the reverse walk uses this table: imported at use
+
+    body = op.arg.graph
+    (value,) = substitute([body.roots[op.arg.index]], dict(zip(body.params, op.src, strict=True)))
+    float_inputs = [s for s in op.src if is_float(s.dtype)]
+    if not float_inputs:
+        return [None] * len(op.src)
+    grads = dict(zip(float_inputs, gradients(ng.sum(value * ng.stop_gradient(ctx)), float_inputs), strict=True))
+    return [grads.get(s) for s in op.src]
+
+
 RULES: dict[OpType, Rule] = {
     # element-wise unary
     OpType.NEG: lambda ctx, op: (-ctx,),
@@ -187,6 +220,7 @@ RULES: dict[OpType, Rule] = {
     OpType.CENTERED_SUMS: _centered_sums_grad,
     # control
     OpType.SEQUENTIAL: lambda ctx, op: (None,) * (len(op.src) - 1) + (ctx,),
-    OpType.CUSTOM_GRADIENT: custom_rule,
+    OpType.CUSTOM_GRADIENT: _custom_grad,
+    OpType.CALL: _call_grad,
 }
 

@@ -1,34 +1,36 @@
 """The IR: ``Op`` (one node type), ``OpType`` and groups, ``Axis``/``Axes``, inference, verification."""
 
+from .args import ARG_TYPES, CodecContext
 from .axes import Axes, Axis, format_axes
 from .conv import ConvArg, PoolArg
 from .fused import FusedProgram
+from .graph import CallArg, Graph, GraphError, subgraphs, walk
 from .infer import FLOAT_DTYPES, INFER, infer, is_float, make, promote
+from .meta import Meta, Scope, ScopeEntry, changed_since, current_scope, meta_generation, name_scope, scope_override
 from .node import (
     ArrayValue,
-    Meta,
     Op,
     RandomInfo,
-    ScopeEntry,
     VariableInfo,
     consumers,
-    current_scope,
-    name_scope,
     next_uid,
     owns_buffer,
-    scope_override,
+    rebuild,
     substitute,
     toposort,
+    update_meta,
 )
 from .ops import OP_BY_NAME, OpGroup, OpType
 from .printer import format_graph, format_op
 from .spec import verify
 
 __all__ = [
+    "ARG_TYPES", "CodecContext",
     "Axes", "Axis", "format_axes", "ConvArg", "PoolArg", "FusedProgram", "FLOAT_DTYPES", "INFER", "infer",
     "is_float", "make", "promote",
     "ArrayValue", "Meta", "Op", "RandomInfo", "ScopeEntry", "VariableInfo", "consumers", "current_scope",
-    "name_scope", "next_uid", "owns_buffer", "scope_override", "substitute", "toposort", "OP_BY_NAME",
+    "name_scope", "next_uid", "owns_buffer", "rebuild", "scope_override", "substitute", "toposort", "update_meta",
+    "Scope", "changed_since", "meta_generation", "OP_BY_NAME",
     "OpGroup",
-    "OpType", "format_graph", "format_op", "verify",
+    "OpType", "format_graph", "format_op", "verify", "CallArg", "Graph", "GraphError", "subgraphs", "walk",
 ]

@@ -22,9 +22,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from ..errors import AxesError
 from .axes import Axes, Axis, format_axes
+from .codec import check_keys, check_type, decode_ints, fail, wrong_arg
+
+if TYPE_CHECKING:
+    from .args import CodecContext
+    from .node import Op
 
 POOL_OPS = ("max", "avg")
 
@@ -116,6 +122,32 @@ class ConvArg:
         text = f"strides={_join(self.strides)} pad={pads} dilation={_join(self.dilation)}"
         return text + (f" groups={self.groups}" if self.groups != 1 else "")
 
+    # -- as an op's arg (the protocol of ir/args.py) ------------------------------------------
+    @staticmethod
+    def check(op: Op) -> str | None:
+        """A message when ``op.arg`` is not a ConvArg, else None (its geometry is checked by inference)."""
+        return None if isinstance(op.arg, ConvArg) else wrong_arg(op, "a ConvArg")
+
+    @staticmethod
+    def to_json(op: Op, ctx: CodecContext) -> dict:
+        """``{"dilation", "groups", "padding": [[before, after]], "strides"}``."""
+        arg = op.arg
+        return {"dilation": list(arg.dilation), "groups": arg.groups, "padding": [list(p) for p in arg.padding],
+                "strides": list(arg.strides)}
+
+    @staticmethod
+    def from_json(data: Any, ctx: CodecContext, where: str) -> ConvArg:
+        """The ConvArg ``to_json`` wrote; raises ``SerializationError`` on any other data."""
+        check_keys(data, ("dilation", "groups", "padding", "strides"), where)
+        pads = []
+        for pair in check_type(data["padding"], list, where, "padding as a list of [before, after]"):
+            if not (isinstance(pair, list) and len(pair) == 2):
+                raise fail(where, "padding entries [before, after]", pair)
+            pads.append(decode_ints(pair, where, "padding"))
+        return ConvArg(decode_ints(data["strides"], where, "strides"), tuple(pads),
+                       decode_ints(data["dilation"], where, "dilation"),
+                       check_type(data["groups"], int, where, "an int groups"))
+
 
 @dataclass(frozen=True)
 class PoolArg:
@@ -148,6 +180,29 @@ class PoolArg:
         if self.op == "avg" and not self.count_include_pad:
             text += " exclude_pad"
         return text
+
+    # -- as an op's arg (the protocol of ir/args.py) ------------------------------------------
+    @staticmethod
+    def check(op: Op) -> str | None:
+        """A message when ``op.arg`` is not a PoolArg, else None (its geometry is checked by inference)."""
+        return None if isinstance(op.arg, PoolArg) else wrong_arg(op, "a PoolArg")
+
+    @staticmethod
+    def to_json(op: Op, ctx: CodecContext) -> dict:
+        """``{"ceil_mode", "count_include_pad", "fshape", "op", "padding", "strides"}``."""
+        arg = op.arg
+        return {"ceil_mode": arg.ceil_mode, "count_include_pad": arg.count_include_pad, "fshape": list(arg.fshape),
+                "op": arg.op, "padding": list(arg.padding), "strides": list(arg.strides)}
+
+    @staticmethod
+    def from_json(data: Any, ctx: CodecContext, where: str) -> PoolArg:
+        """The PoolArg ``to_json`` wrote; raises ``SerializationError`` on any other data."""
+        check_keys(data, ("ceil_mode", "count_include_pad", "fshape", "op", "padding", "strides"), where)
+        return PoolArg(check_type(data["op"], str, where, "a pooling op name"),
+                       decode_ints(data["fshape"], where, "fshape"), decode_ints(data["strides"], where, "strides"),
+                       decode_ints(data["padding"], where, "padding"),
+                       check_type(data["ceil_mode"], bool, where, "true or false"),
+                       check_type(data["count_include_pad"], bool, where, "true or false"))
 
 
 def _join(values: Sequence[int]) -> str:

@@ -17,6 +17,7 @@ import numpy as np
 from ..errors import AxesError, DTypeError
 from .axes import Axes, Axis, format_axes
 from .conv import ConvArg, PoolArg, activation_roles, check_conv, check_pool
+from .graph import CallArg
 from .node import Op
 from .ops import OpGroup, OpType
 
@@ -319,6 +320,23 @@ def _custom_gradient(src, arg, axes, dtype):
     return src[0].axes, src[0].dtype
 
 
+def _call(src, arg, axes, dtype):
+    if not isinstance(arg, CallArg):
+        raise AxesError(f"call: expected a CallArg (sub-graph and result index), received {type(arg).__name__}")
+    params, roots = arg.graph.params, arg.graph.roots
+    if len(src) != len(params):
+        raise AxesError(f"call: the sub-graph takes {len(params)} input(s), received {len(src)}")
+    for i, (x, p) in enumerate(zip(src, params)):
+        if x.axes != p.axes or x.dtype != p.dtype:
+            raise AxesError(
+                f"call: input {i} has {format_axes(x.axes)} {x.dtype}; expected {format_axes(p.axes)} {p.dtype} "
+                f"like the sub-graph's param {p.name}; hint: ng.cast_axes / ng.cast the input first"
+            )
+    if not 0 <= arg.index < len(roots):
+        raise AxesError(f"call: result index {arg.index} out of range for {len(roots)} result(s)")
+    return roots[arg.index].axes, roots[arg.index].dtype
+
+
 INFER: dict[OpType, Rule] = {
     **{t: _given for t in OpGroup.LEAF | OpGroup.RANDOM | OpGroup.COMPILED},
     **{t: _unary for t in OpGroup.UNARY - {OpType.CAST}},
@@ -346,6 +364,7 @@ INFER: dict[OpType, Rule] = {
     OpType.SEQUENTIAL: _sequential,
     OpType.DOALL: _doall,
     OpType.CUSTOM_GRADIENT: _custom_gradient,
+    OpType.CALL: _call,
 }
 
 ARITY: dict[OpType, int | None] = {
@@ -365,6 +384,7 @@ ARITY: dict[OpType, int | None] = {
     OpType.SEQUENTIAL: None,
     OpType.DOALL: None,
     OpType.CUSTOM_GRADIENT: None,
+    OpType.CALL: None,
     OpType.FUSED: None,
 }
 

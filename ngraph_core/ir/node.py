@@ -1,4 +1,4 @@
-"""``Op``: the one node type of the IR, its metadata, scopes and graph walks.
+"""``Op``: the one node type of the IR, the one gate for metadata changes, and graph walks.
 
 Construction is hash-consed: building an op whose structure (op, src, axes, dtype,
 arg, scope) equals a live op returns that same object, so equal structure is
@@ -12,180 +12,19 @@ are the union).
 
 from __future__ import annotations
 
-import contextvars
-import hashlib
-import itertools
 import math
 import threading
 import weakref
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
 from typing import Any
 
-import numpy as np
-
 from .axes import Axes
+from .meta import Meta, Scope, current_labels, current_scope, record_change
 from .names import check_name
 from .ops import OpGroup, OpType
-
-_uids = itertools.count()
-
-
-def next_uid() -> int:
-    """A process-unique integer for ops that must never be merged (variables, placeholders)."""
-    return next(_uids)
-
-
-# -- scopes -------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class ScopeEntry:
-    """One level of a scope path: the layer's name and its type (class name)."""
-
-    name: str
-    kind: str = ""
-
-    def __post_init__(self) -> None:
-        check_name(self.name, "scope name")
-        if self.kind:
-            check_name(self.kind, f"scope {self.name!r} kind")
-
-    def __str__(self) -> str:
-        return self.name
-
-
-Scope = tuple[ScopeEntry, ...]
-
-_scope_var: contextvars.ContextVar[Scope] = contextvars.ContextVar("ng_scope", default=())
-_labels_var: contextvars.ContextVar[frozenset[str]] = contextvars.ContextVar("ng_labels", default=frozenset())
-
-
-def current_scope() -> Scope:
-    """The scope path ops created now are recorded in."""
-    return _scope_var.get()
-
-
-def current_labels() -> frozenset[str]:
-    """Labels added to every op created now (e.g. ``grad`` during the backward walk)."""
-    return _labels_var.get()
-
-
-@contextmanager
-def name_scope(name: str, kind: str = "") -> Iterator[Scope]:
-    """Record the ops created inside in a nested scope ``name`` of type ``kind``.
-
-    Example:
-        >>> with name_scope("Conv_0", kind="Conv"):
-        ...     pass  # ops built here have meta.scope == (..., ScopeEntry("Conv_0", "Conv"))
-    """
-    token = _scope_var.set(_scope_var.get() + (ScopeEntry(name, kind or name),))
-    try:
-        yield _scope_var.get()
-    finally:
-        _scope_var.reset(token)
-
-
-@contextmanager
-def scope_override(scope: Scope, labels: Iterable[str] = ()) -> Iterator[None]:
-    """Create ops in ``scope`` (replacing the current one) with extra ``labels``."""
-    labels = frozenset(check_name(label, "scope label") for label in labels)
-    t1 = _scope_var.set(tuple(scope))
-    t2 = _labels_var.set(_labels_var.get() | labels)
-    try:
-        yield
-    finally:
-        _labels_var.reset(t2)
-        _scope_var.reset(t1)
-
-
-# -- op arguments that need care to be hashable ----------------------------------------
-
-
-class ArrayValue:
-    """An immutable, hashable array held in ``arg`` of a constant.
-
-    Hash and equality use dtype, shape and bytes, so two equal constants hash-cons
-    to one op.
-    """
-
-    __slots__ = ("array", "_digest")
-
-    def __init__(self, value: Any, dtype: str | None = None) -> None:
-        array = np.array(value, dtype=dtype, copy=True, order="C")
-        array.flags.writeable = False
-        object.__setattr__(self, "array", array)
-        digest = hashlib.blake2b(array.tobytes(), digest_size=16).digest()
-        object.__setattr__(self, "_digest", (str(array.dtype), array.shape, digest))
-
-    def __setattr__(self, key: str, value: Any) -> None:
-        raise AttributeError("ArrayValue is immutable")
-
-    def __hash__(self) -> int:
-        return hash(self._digest)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, ArrayValue) and self._digest == other._digest
-
-    def __repr__(self) -> str:
-        flat = self.array.ravel()
-        body = ", ".join(f"{v:g}" if self.array.dtype.kind == "f" else str(v) for v in flat[:4])
-        more = ", ..." if flat.size > 4 else ""
-        return f"array({body}{more}; shape={self.array.shape})"
-
-
-class VariableInfo:
-    """``arg`` of a variable: its unique id and how to initialise it.
-
-    ``initial_value`` is a number, an array, or a callable ``(axes) -> array``.
-    Equality and hash use the id alone.
-    """
-
-    __slots__ = ("uid", "initial_value")
-
-    def __init__(self, uid: int, initial_value: Any) -> None:
-        object.__setattr__(self, "uid", uid)
-        object.__setattr__(self, "initial_value", initial_value)
-
-    def __setattr__(self, key: str, value: Any) -> None:
-        raise AttributeError("VariableInfo is immutable")
-
-    def __hash__(self) -> int:
-        return hash(("var", self.uid))
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, VariableInfo) and other.uid == self.uid
-
-    def __repr__(self) -> str:
-        return f"var#{self.uid}"
-
-
-@dataclass(frozen=True, slots=True)
-class RandomInfo:
-    """``arg`` of a random op: unique id, the two distribution parameters and an optional seed."""
-
-    uid: int
-    a: float
-    b: float
-    seed: int | None = None
-
+from .values import ArrayValue, RandomInfo, VariableInfo, next_uid  # noqa: F401 - re-exported (ir.node API)
 
 # -- the node ---------------------------------------------------------------------------
-
-
-class Meta:
-    """Metadata carried by an op: a name, the scope path that created it, free labels."""
-
-    __slots__ = ("name", "scope", "labels")
-
-    def __init__(self, name: str | None = None, scope: Scope = (), labels: Iterable[str] = ()) -> None:
-        self.name = name
-        self.scope = tuple(scope)
-        self.labels = set(labels)
-
-    def __repr__(self) -> str:
-        return f"Meta(name={self.name!r}, scope={'/'.join(map(str, self.scope))!r}, labels={sorted(self.labels)})"
 
 
 _interned: weakref.WeakValueDictionary[tuple, Op] = weakref.WeakValueDictionary()
@@ -252,9 +91,9 @@ class Op:
                 object.__setattr__(hit, "meta", Meta(name, scope, labels | current_labels()))
                 _interned[key] = hit
                 return hit
-        hit.meta.labels |= labels
-        if name is not None and hit.meta.name is None:
-            hit.meta.name = name
+        # the same structure built again: its labels join the op's, a name fills an unnamed op
+        if not labels <= hit.meta.labels or (name is not None and hit.meta.name is None):
+            _set_meta(hit, hit.meta.replace(labels=hit.meta.labels | labels, name=hit.meta.name or name))
         return hit
 
     def __setattr__(self, key: str, value: Any) -> None:
@@ -283,14 +122,12 @@ class Op:
         return self.axes.lengths
 
     def named(self, name: str) -> Op:
-        """Set this op's name (metadata only) and return the op."""
-        self.meta.name = check_name(name, f"{self.op.value} name")
-        return self
+        """Set this op's name (metadata only, through ``update_meta``) and return the op."""
+        return update_meta(self, name=name)
 
     def labeled(self, *labels: str) -> Op:
-        """Add labels (metadata only) and return the op."""
-        self.meta.labels.update(check_name(label, f"{self.op.value} label") for label in labels)
-        return self
+        """Add labels (metadata only, through ``update_meta``) and return the op."""
+        return update_meta(self, add_labels=labels)
 
     def replace(self, **changes: Any) -> Op:
         """The op with some structural fields changed, keeping meta (name, labels, scope)."""
@@ -316,6 +153,51 @@ class Op:
             f"The truth value of a graph op ({self.op.value}) is not known until it runs; "
             "hint: use ng.where / comparisons inside the graph, or compare ops with `is`"
         )
+
+
+def _set_meta(op: Op, meta: Meta) -> None:
+    object.__setattr__(op, "meta", meta)
+    record_change(op)
+
+
+def update_meta(op: Op, *, name: str | None = None, add_labels: Iterable[str] = (),
+                remove_labels: Iterable[str] = (), attrs: dict[str, Any] | None = None) -> Op:
+    """The one way to change an op's metadata; returns ``op``.
+
+    Metadata is not structure (equal structure is one object), so this swaps the op's
+    immutable ``Meta`` value instead of rebuilding the graph, and logs the change:
+    computations compiled before it recompile on their next call.
+
+    Args:
+        op: the op to annotate.
+        name: a new name.
+        add_labels / remove_labels: labels to add or remove (``trainable``, ``frozen``...).
+        attrs: attributes to set (``{"lr_scale": 0.1}``); a value of None removes the key.
+
+    Returns:
+        ``op`` itself.
+
+    Raises:
+        InvalidNameError: a name or label with control characters.
+
+    Example:
+        >>> update_meta(W, remove_labels=["trainable"], attrs={"lr_scale": 0.0})
+    """
+    meta = op.meta
+    new_name = meta.name if name is None else check_name(name, f"{op.op.value} name")
+    add = frozenset(check_name(label, f"{op.op.value} label") for label in add_labels)
+    labels = (meta.labels | add) - frozenset(remove_labels)
+    new_attrs = dict(meta.attrs)
+    for key, value in (attrs or {}).items():
+        check_name(key, f"{op.op.value} attribute")
+        if value is None:
+            new_attrs.pop(key, None)
+        else:
+            new_attrs[key] = value
+    new = meta.replace(name=new_name, labels=labels, attrs=new_attrs)
+    if new != meta:
+        _set_meta(op, new)
+    return op
 
 
 def owns_buffer(op: Op) -> bool:
@@ -363,21 +245,47 @@ def consumers(ops: Iterable[Op]) -> dict[Op, list[Op]]:
     return users
 
 
+Rewrite = Callable[[Op, Op], Op]
+
+
+def rebuild(order: Iterable[Op], fn: Rewrite | None = None, new: dict[Op, Op] | None = None) -> dict[Op, Op]:
+    """Walk ``order`` (sources first) and give every op its rewritten version; the one rebuild loop.
+
+    For each ``op``, ``cur`` is ``op`` with its sources replaced by their rewrites (``op``
+    itself when none changed; meta is kept); ``fn(op, cur)`` then returns what ``op``
+    becomes (``cur`` to keep it). Every pass that rewrites a graph goes through here.
+
+    Args:
+        order: ops in topological order (``toposort(roots)``).
+        fn: the per-op rewrite; None keeps ``cur``.
+        new: the mapping to fill (pass your own to read earlier rewrites inside ``fn``).
+
+    Returns:
+        the mapping: original op -> its rewrite.
+
+    Example:
+        >>> new = rebuild(toposort(roots), lambda op, cur: two if cur is one else cur)
+        >>> roots = [new[r] for r in roots]
+    """
+    new = {} if new is None else new
+    for op in order:
+        src = tuple(new[s] for s in op.src)
+        cur = op if src == op.src else op.replace(src=src)
+        new[op] = cur if fn is None else fn(op, cur)
+    return new
+
+
 def substitute(roots: Iterable[Op], mapping: dict[Op, Op] | Callable[[Op], Op | None]) -> list[Op]:
     """Rebuild ``roots`` with some ops replaced; everything above a replacement is rebuilt.
 
     ``mapping`` is a dict or a function returning a replacement or None. Rebuilt ops
     keep their meta (name, scope, labels).
     """
+    roots = list(roots)
     lookup = mapping.get if isinstance(mapping, dict) else mapping
-    new: dict[Op, Op] = {}
-    for op in toposort(roots):
-        src = tuple(new[s] for s in op.src)
+    def replace(op: Op, cur: Op) -> Op:
         replacement = lookup(op)
-        if replacement is not None:
-            new[op] = replacement
-        elif src != op.src:
-            new[op] = op.replace(src=src)
-        else:
-            new[op] = op
+        return cur if replacement is None else replacement
+
+    new = rebuild(toposort(roots), replace)
     return [new[r] for r in roots]

@@ -87,6 +87,7 @@ class OpType(Enum):
     SEQUENTIAL = "sequential"
     DOALL = "doall"
     CUSTOM_GRADIENT = "custom_gradient"
+    CALL = "call"  # apply a sub-graph (arg: ir/graph.py CallArg) to the sources
     # made by the compiler only (never by users, never differentiated)
     FUSED = "fused"
 
@@ -95,7 +96,7 @@ class OpType(Enum):
 
 
 class OpGroup:
-    """Sets of ``OpType`` by kind. Selectors use the lowercase names (``.elementwise``)."""
+    """Sets of ``OpType`` by kind, read by the tables, passes and tests."""
 
     LEAF = frozenset({OpType.CONSTANT, OpType.VARIABLE, OpType.PLACEHOLDER})
     RANDOM = frozenset({OpType.UNIFORM, OpType.NORMAL})
@@ -113,9 +114,6 @@ class OpGroup:
     })
     TERNARY = frozenset({OpType.WHERE})
     ELEMENTWISE = UNARY | BINARY | COMPARISON | TERNARY
-    COMMUTATIVE = frozenset({
-        OpType.ADD, OpType.MUL, OpType.MAXIMUM, OpType.MINIMUM, OpType.EQUAL, OpType.NOT_EQUAL,
-    })
     REDUCE = frozenset({OpType.SUM, OpType.MAX, OpType.MIN, OpType.PROD, OpType.ARGMAX, OpType.ARGMIN})
     MOVEMENT = frozenset({
         OpType.BROADCAST, OpType.CAST_AXES, OpType.RESHAPE, OpType.SLICE, OpType.PAD, OpType.CONCAT,
@@ -128,8 +126,7 @@ class OpGroup:
         OpType.CONV, OpType.CONV_BPROP_DATA, OpType.CONV_BPROP_FILTER, OpType.POOL, OpType.POOL_BPROP,
         OpType.MOMENTS, OpType.CENTERED_SUMS,
     })
-    CONTROL = frozenset({OpType.ASSIGN, OpType.SEQUENTIAL, OpType.DOALL, OpType.CUSTOM_GRADIENT})
-    SIDE_EFFECT = frozenset({OpType.ASSIGN})
+    CONTROL = frozenset({OpType.ASSIGN, OpType.SEQUENTIAL, OpType.DOALL, OpType.CUSTOM_GRADIENT, OpType.CALL})
     COMPILED = frozenset({OpType.FUSED})
     # ops whose output never carries a gradient back to any input
     NON_DIFFERENTIABLE = (
@@ -147,14 +144,5 @@ class OpGroup:
     # ops that may write their output over a dying source's buffer (position-wise computation)
     IN_PLACE = ELEMENTWISE - {OpType.STOP_GRADIENT} | {OpType.FUSED}
 
-    BY_NAME: dict[str, frozenset[OpType]] = {}
-
-
-OpGroup.BY_NAME.update({
-    "leaf": OpGroup.LEAF, "random": OpGroup.RANDOM, "unary": OpGroup.UNARY,
-    "binary": OpGroup.BINARY, "comparison": OpGroup.COMPARISON, "elementwise": OpGroup.ELEMENTWISE,
-    "reduce": OpGroup.REDUCE, "movement": OpGroup.MOVEMENT, "contraction": OpGroup.CONTRACTION,
-    "nn": OpGroup.NN, "control": OpGroup.CONTROL, "compiled": OpGroup.COMPILED,
-})
 
 OP_BY_NAME: dict[str, OpType] = {t.value: t for t in OpType}

@@ -32,10 +32,10 @@ would still be needed).
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable
+from collections.abc import Mapping
+from dataclasses import dataclass
 
-from ..ir import Axes, Op, OpType, consumers, make, toposort
+from ..ir import Axes, Op, OpType, consumers, make, rebuild, toposort
 from ..ir.conv import activation_roles
 from ..pattern import Pat, PatternMatcher
 
@@ -53,31 +53,46 @@ def _normalized(head: Pat) -> Pat:
     return (head - _b(Pat.var("mean"))) * _b(inv) * _b(Pat.var("gamma")) + _b(Pat.var("beta"))
 
 
-class _Graph:
-    """What the rules may ask of the graph: single use, and which ops are frozen parameters."""
+@dataclass(frozen=True)
+class FoldContext:
+    """What the rules may ask of the graph, computed before any rewrite (read-only).
 
-    def __init__(self, roots: list[Op]) -> None:
-        order = toposort(roots)
-        self.users = consumers(order)
-        self.results = set(roots)
-        self.assigned = {op.src[0] for op in order if op.op is T.ASSIGN}
-        self.order = order
-        self.new: dict[Op, Op] = {}  # original op -> its rewrite (rules match the original graph)
-        self._frozen: dict[Op, bool] = {}
+    Attributes:
+        users: each op's consumers in the original graph.
+        results: the graph's roots.
+        frozen: ops computed only from constants and variables no ``assign`` writes.
+        rewritten: original op -> its rewrite so far (the pass's rebuild mapping; a rule reads
+            the rewrites of its head's inputs, which the bottom-up walk has already made).
+    """
+
+    users: Mapping[Op, list[Op]]
+    results: frozenset[Op]
+    frozen: frozenset[Op]
+    rewritten: Mapping[Op, Op]
 
     def single_use(self, op: Op) -> bool:
         return op not in self.results and len(self.users.get(op, ())) == 1
 
-    def frozen(self, op: Op) -> bool:
-        """True when ``op`` is computed from variables no ``assign`` writes, and constants only."""
-        known = self._frozen.get(op)
-        if known is None:
-            if op.op in LEAVES:
-                known = op.op is T.CONSTANT or op not in self.assigned
-            else:
-                known = bool(op.src) and op.op not in (T.PLACEHOLDER, T.ASSIGN) and all(self.frozen(s) for s in op.src)
-            self._frozen[op] = known
-        return known
+    def is_frozen(self, op: Op) -> bool:
+        """``op in frozen``, extended to ops a rule just built from original ones (``mean - b0``)."""
+        if op in self.frozen or op.op is T.CONSTANT:
+            return True
+        if op.op in LEAVES or op.op in (T.PLACEHOLDER, T.ASSIGN) or not op.src:
+            return False
+        return all(self.is_frozen(s) for s in op.src)
+
+
+def _frozen_ops(order: list[Op]) -> frozenset[Op]:
+    """The ops computed from constants and variables no ``assign`` writes (one bottom-up pass)."""
+    assigned = {op.src[0] for op in order if op.op is T.ASSIGN}
+    frozen: set[Op] = set()
+    for op in order:
+        if op.op in LEAVES:
+            if op.op is T.CONSTANT or op not in assigned:
+                frozen.add(op)
+        elif op.src and op.op not in (T.PLACEHOLDER, T.ASSIGN) and all(s in frozen for s in op.src):
+            frozen.add(op)
+    return frozenset(frozen)
 
 
 def _scaled_operand(h: Op, channels: Axes) -> int | None:
@@ -88,15 +103,17 @@ def _scaled_operand(h: Op, channels: Axes) -> int | None:
     return owners[0] if len(owners) == 1 else None
 
 
-def _fold(g: _Graph, h: Op, mean: Op, inv: Op, gamma: Op, beta: Op) -> Op | None:
+def _fold(ctx: FoldContext, h: Op, mean: Op, inv: Op, gamma: Op, beta: Op, *single: Op) -> Op | None:
     """``conv(x, w * b(s)) + b(beta - mean * s)`` with ``s = inv * gamma`` (see the module docstring)."""
+    if not all(ctx.single_use(op) for op in (h, *single)):
+        return None
     channels = mean.axes
-    if not all(g.frozen(v) and v.axes == channels for v in (mean, inv, gamma, beta)):
+    if not all(ctx.is_frozen(v) and v.axes == channels for v in (mean, inv, gamma, beta)):
         return None
     j = _scaled_operand(h, channels)
-    if j is None or not g.frozen(h.src[j]):  # scale weights, never an activation
+    if j is None or not ctx.is_frozen(h.src[j]):  # scale weights, never an activation
         return None
-    src = [g.new.get(s, s) for s in h.src]  # h's inputs as rewritten (earlier layers folded too)
+    src = [ctx.rewritten.get(s, s) for s in h.src]  # h's inputs as rewritten (earlier layers folded too)
     scale = make(T.MUL, [inv, gamma])
     src[j] = make(T.MUL, [src[j], make(T.BROADCAST, [scale], axes=src[j].axes)])
     head = h.replace(src=tuple(src))
@@ -104,15 +121,15 @@ def _fold(g: _Graph, h: Op, mean: Op, inv: Op, gamma: Op, beta: Op) -> Op | None
     return make(T.ADD, [head, make(T.BROADCAST, [shift], axes=h.axes)])
 
 
-def _rules(g: _Graph) -> PatternMatcher:
-    head = Pat({T.CONV, T.DOT}, name="h", where=g.single_use)
-    biased = Pat(T.ADD, [head, _b(Pat.var("b0"))], where=g.single_use)
-    fold: Callable[..., Op | None] = functools.partial(_fold, g)
-    return PatternMatcher([
-        (_normalized(head), lambda h, mean, inv, gamma, beta, **_: fold(h, mean, inv, gamma, beta)),  # bn(h) = h'+b'
-        (_normalized(biased), lambda h, b0, mean, inv, gamma, beta, **_:
-            fold(h, make(T.SUB, [mean, b0]), inv, gamma, beta)),  # bn(h + b0) = bn'(h) with mean' = mean - b0
-    ])
+_HEAD = Pat({T.CONV, T.DOT}, name="h")
+_BIASED = Pat(T.ADD, [_HEAD, _b(Pat.var("b0"))], name="hb")
+
+RULES = PatternMatcher([
+    (_normalized(_HEAD), lambda h, mean, inv, gamma, beta, ctx, **_:
+        _fold(ctx, h, mean, inv, gamma, beta)),  # bn(h) = h' + b'
+    (_normalized(_BIASED), lambda h, hb, b0, mean, inv, gamma, beta, ctx, **_:
+        _fold(ctx, h, make(T.SUB, [mean, b0]), inv, gamma, beta, hb)),  # bn(h + b0) = bn'(h), mean' = mean - b0
+])
 
 
 def fold_batch_norm(roots: list[Op]) -> list[Op]:
@@ -129,14 +146,13 @@ def fold_batch_norm(roots: list[Op]) -> list[Op]:
         ...     y = Conv((3, 3, 64), batch_norm=True)(x)
         >>> (z,) = fold_batch_norm([y])  # add(conv(x, mul(W, broadcast(...))), broadcast(...))
     """
-    g = _Graph(roots)
-    matcher = _rules(g)
-    changed = False
-    for op in g.order:  # one bottom-up sweep; rules see the original ops (their users are known)
-        out = matcher.rewrite(op)
-        if out is None:
-            src = tuple(g.new[s] for s in op.src)
-            out = op if src == op.src else op.replace(src=src)
-        changed |= out is not op
-        g.new[op] = out
-    return [g.new[r] for r in roots] if changed else roots
+    order = toposort(roots)
+    new: dict[Op, Op] = {}
+    ctx = FoldContext(consumers(order), frozenset(roots), _frozen_ops(order), new)
+    # one bottom-up sweep; rules see the original ops (their users are known)
+    def fold(op: Op, cur: Op) -> Op:
+        out = RULES.rewrite(op, ctx)
+        return cur if out is None else out
+
+    rebuild(order, fold, new)
+    return [new[r] for r in roots] if any(k is not v for k, v in new.items()) else roots

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..ir import Op, OpGroup, OpType, toposort
+from ..ir import Op, OpGroup, OpType, rebuild, toposort
 
 NEVER_MERGED = OpGroup.RANDOM | {OpType.VARIABLE, OpType.PLACEHOLDER, OpType.ASSIGN}
 
@@ -42,11 +42,6 @@ def cse(roots: list[Op]) -> list[Op]:
         >>> cse([ya, yb])  # [ya, ya]
     """
     first: dict[tuple[Any, ...], Op] = {}
-    new: dict[Op, Op] = {}
-    for op in toposort(roots):
-        src = tuple(new[s] for s in op.src)
-        cur = op if src == op.src else op.replace(src=src)
-        if cur.op not in NEVER_MERGED:
-            cur = first.setdefault(structure(cur), cur)
-        new[op] = cur
+    new = rebuild(toposort(roots), lambda op, cur: cur if cur.op in NEVER_MERGED
+                  else first.setdefault(structure(cur), cur))
     return [new[r] for r in roots]

@@ -21,10 +21,8 @@ op whose value is nothing, now computing nothing.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 from .. import api as ng
-from ..ir import Op, OpType, scope_override, toposort
+from ..ir import Op, OpType, rebuild, scope_override, toposort
 from .linearize import linearize
 
 
@@ -62,66 +60,46 @@ def schedule(roots: list[Op]) -> tuple[list[Op], dict[Op, int]]:
     return assigns, before
 
 
-def _candidates(op: Op, effect: dict[Op, bool]) -> Iterator[Op]:
-    """``op`` with one dead element removed, for each dead element it has."""
-    if op.op is OpType.DOALL:
-        for i, element in enumerate(op.src):
-            rest = op.src[:i] + op.src[i + 1:]
-            if effect[element]:
-                continue
-            if rest:
-                yield op.replace(src=rest)
-            elif element.op is not OpType.CONSTANT:  # doall([0.0]) is as small as it gets
-                with scope_override(op.meta.scope):
-                    yield op.replace(src=(ng.constant(0.0),))
-    elif op.op is OpType.SEQUENTIAL:
-        for i, element in enumerate(op.src[:-1]):
-            if not effect[element]:
-                rest = op.src[:i] + op.src[i + 1:]
-                yield rest[0] if len(rest) == 1 else op.replace(src=rest)
+def _drop_all(order: list[Op], roots: list[Op], effect: dict[Op, bool], keep: set[Op]) -> tuple[list[Op], dict]:
+    """One rebuild dropping every dead element of every doall/sequential, except the elements in ``keep``."""
+
+    def drop(op: Op, cur: Op) -> Op:
+        if op.op not in (OpType.DOALL, OpType.SEQUENTIAL):
+            return cur
+        last = len(op.src) - (op.op is OpType.SEQUENTIAL)  # a sequential's value (its last) always stays
+        kept = tuple(c for i, (s, c) in enumerate(zip(op.src, cur.src)) if i >= last or effect[s] or s in keep)
+        if kept == cur.src:
+            return cur
+        if op.op is OpType.SEQUENTIAL:
+            return kept[0] if len(kept) == 1 else cur.replace(src=kept)
+        if kept:
+            return cur.replace(src=kept)
+        if len(cur.src) == 1 and cur.src[0].op is OpType.CONSTANT:  # doall([0.0]) is as small as it gets
+            return cur
+        with scope_override(op.meta.scope):
+            return cur.replace(src=(ng.constant(0.0),))
+
+    new = rebuild(order, drop)
+    return [new[r] for r in roots], new
 
 
-def _replaced(order: list[Op], roots: list[Op], old: Op, new: Op) -> tuple[list[Op], dict[Op, Op]]:
-    mapping: dict[Op, Op] = {}
+def _closure_holders(order: list[Op], moved: set[Op]) -> set[Op]:
+    """The ops whose closure holds one of ``moved``."""
+    holds: set[Op] = set()
     for op in order:
-        src = tuple(mapping[s] for s in op.src)
-        mapping[op] = new if op is old else op if src == op.src else op.replace(src=src)
-    return [mapping[r] for r in roots], mapping
-
-
-class _Graph:
-    """One state of the graph, and whether a rewrite of it keeps the schedule."""
-
-    def __init__(self, roots: list[Op]) -> None:
-        self.roots = roots
-        self.order = toposort(roots)
-        self.effect = effects(self.order)
-        self.assigns, self.before = schedule(roots)
-        written = {a.src[0] for a in self.assigns}
-        self.reads: dict[Op, bool] = {}  # reads a written variable (directly or through sources)
-        for op in self.order:
-            self.reads[op] = op in written or any(self.reads[s] for s in op.src)
-
-    def keeps_schedule(self, roots: list[Op], mapping: dict[Op, Op]) -> bool:
-        if not self.assigns:
-            return True
-        assigns, before = schedule(roots)
-        if [mapping[a] for a in self.assigns] != assigns:
-            return False
-        return all(before[mapping[o]] == n for o, n in self.before.items() if self.reads[o] and mapping[o] in before)
-
-    def first_drop(self) -> list[Op] | None:
-        """The roots after the first drop that keeps the schedule, or None."""
-        for op in self.order:
-            for new in _candidates(op, self.effect):
-                roots, mapping = _replaced(self.order, self.roots, op, new)
-                if self.keeps_schedule(roots, mapping):
-                    return roots
-        return None
+        if op in moved or any(s in holds for s in op.src):
+            holds.add(op)
+    return holds
 
 
 def dce(roots: list[Op]) -> list[Op]:
     """The graph below ``roots`` without the dead elements of its ``sequential`` and ``doall`` ops.
+
+    Every dead element goes in one rebuild, and the schedule is checked once. Where a drop
+    moved a read of a written variable across an assign (an element whose value is read
+    later, after an update), the elements holding the moved ops are put back and the check
+    runs again; that loop only ever restores, so it ends, in practice after one or two
+    linearizations whatever the graph's size (the old pass linearized after every drop).
 
     Args:
         roots: the results of a computation.
@@ -133,6 +111,28 @@ def dce(roots: list[Op]) -> list[Op]:
         >>> dce([ng.doall([ng.assign(v, v + 1), v * 2])])  # [doall([assign(v, v + 1)])]
     """
     roots = list(roots)
-    while (dropped := _Graph(roots).first_drop()) is not None:  # one at a time: each changes the next
-        roots = dropped
-    return roots
+    order = toposort(roots)
+    effect = effects(order)
+    elements = {s for op in order if op.op in (OpType.DOALL, OpType.SEQUENTIAL) for s in op.src if not effect[s]}
+    if not elements:
+        return roots
+    assigns, before = schedule(roots)
+    written = {a.src[0] for a in assigns}
+    reads: dict[Op, bool] = {}  # reads a written variable (directly or through its sources)
+    for op in order:
+        reads[op] = op in written or any(reads[s] for s in op.src)
+    keep: set[Op] = set()
+    while True:
+        dropped, mapping = _drop_all(order, roots, effect, keep)
+        if not assigns:
+            return dropped
+        new_assigns, new_before = schedule(dropped)
+        if [mapping[a] for a in assigns] != new_assigns:
+            return roots  # cannot happen for dead elements (no effective assign); be safe anyway
+        moved = {o for o, n in before.items() if reads[o] and mapping[o] in new_before and new_before[mapping[o]] != n}
+        if not moved:
+            return dropped
+        restore = _closure_holders(order, moved) & elements - keep
+        if not restore:
+            return roots
+        keep |= restore

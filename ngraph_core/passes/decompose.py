@@ -21,8 +21,7 @@ from collections.abc import Callable
 from .. import api as ng
 from ..ir import Op, OpType, make
 from ..ir.infer import FLOAT_DTYPES
-from ..pattern import Pat, PatternMatcher, graph_rewrite
-from .simplify import pat, type_preserving
+from ..pattern import Pat, PatternMatcher, graph_rewrite, pat, type_preserving
 
 T = OpType
 SIGNED_DTYPES = FLOAT_DTYPES + ("int8", "int16", "int32", "int64")  # where x*-1 is -x

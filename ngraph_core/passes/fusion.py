@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..ir import FusedProgram, Op, OpGroup, OpType, consumers, is_float, toposort
+from ..ir import FusedProgram, Op, OpGroup, OpType, consumers, is_float, rebuild, toposort
 from ..pattern import scalar_value
 
 FUSIBLE = OpGroup.ELEMENTWISE - {OpType.STOP_GRADIENT, OpType.CAST}
@@ -108,12 +108,13 @@ def fuse_elementwise(roots: list[Op]) -> list[Op]:
     if not fused:
         return roots
     new: dict[Op, Op] = {}
-    for op in order:  # bottom-up, so a group's inputs are already rewritten
-        if op in fused:
-            program, src = fused[op]
-            new[op] = Op(OpType.FUSED, [new[s] for s in src], op.axes, op.dtype, program, name=op.meta.name,
-                         labels=op.meta.labels, scope=op.meta.scope)
-        else:
-            src = tuple(new[s] for s in op.src)
-            new[op] = op if src == op.src else op.replace(src=src)
+
+    def fuse(op: Op, cur: Op) -> Op:  # bottom-up, so a group's inputs are already in ``new``
+        if op not in fused:
+            return cur
+        program, src = fused[op]
+        return Op(OpType.FUSED, [new[s] for s in src], op.axes, op.dtype, program, name=op.meta.name,
+                  labels=op.meta.labels, scope=op.meta.scope)
+
+    rebuild(order, fuse, new)
     return [new[r] for r in roots]

@@ -18,8 +18,7 @@ from __future__ import annotations
 
 from .. import api as ng
 from ..ir import Axes, Op, OpGroup, OpType, make
-from ..pattern import Pat, PatternMatcher, graph_rewrite
-from .simplify import pat, type_preserving
+from ..pattern import Pat, PatternMatcher, graph_rewrite, pat, type_preserving
 
 T = OpType
 x, b = Pat.var("x"), Pat.var("b")

@@ -1,6 +1,11 @@
-"""The compiler pipeline, read top to bottom: what a transformer runs on a computation's graph.
+"""The compiler pipelines, read top to bottom: what a transformer runs on a computation's graph.
 
-Transformers call ``compile_graph`` and use only its result (``CompiledGraph``).
+Each backend has a pass list per mode: ``training`` (the default) and ``inference``,
+which also folds inference batch norm into the conv/dot before it. ``passes_for(backend,
+mode)`` gives the list; transformers call ``compile_graph`` and use only its result
+(``CompiledGraph``). A transformer hands in its kernel table: constant folding computes
+with it, and ``decompose`` rewrites the ops it has no kernel for (so no pass imports a
+transformer).
 
 ``NG_DEBUG=1`` prints each pass's name and time, ``=2`` adds node counts, ``=3``
 prints the graph after each pass. ``NG_CHECK=1`` runs ``verify`` after each pass.
@@ -8,18 +13,21 @@ prints the graph after each pass. ``NG_CHECK=1`` runs ``verify`` after each pass
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from ..errors import PipelineError
 from ..ir import Op, OpType, format_graph, toposort, verify
 from ..pattern import PatternMatcher, graph_rewrite
 from .bn_fold import fold_batch_norm
 from .cse import cse
 from .dce import dce
-from .fold import fold
+from .decompose import DECOMPOSE, make_decompose
+from .fold import ContextFactory, KernelEvaluator, KernelTable, fold
 from .fusion import fuse_elementwise
 from .layout import layout
 from .linearize import control_dependencies, linearize, snapshot_reads, values_into_variables
@@ -28,18 +36,39 @@ from .simplify import simplify
 
 GraphPass = Callable[[list[Op]], list[Op]]
 
-# the optimizing passes, in order. Layout runs before fusion: sinking transposes gives
-# fusion longer chains, and nothing can look inside a fused op afterwards. (``decompose``
-# is for backends without a kernel for some op; NumPy and CuPy have them all.)
-OPTIMIZATIONS: list[tuple[str, GraphPass]] = [
-    ("simplify", simplify),                  # algebraic identities, one rule per line
-    ("fold", fold),                          # constant subgraphs evaluated at compile time
-    ("fold_batch_norm", fold_batch_norm),    # inference batch norm -> conv/dot filter + bias
-    ("cse", cse),                            # equal ops from different scopes merged
-    ("dce", dce),                            # elements of sequential/doall with no effect dropped
-    ("layout", layout),                      # needless transposes removed or sunk
-    ("fuse_elementwise", fuse_elementwise),  # element-wise chains (+ a dot/conv head) -> one kernel
-]
+# The recipes. Layout runs before fusion: sinking transposes gives fusion longer chains,
+# and nothing can look inside a fused op afterwards. Training graphs keep their batch
+# norm as built (its statistics come from the batch, so there is nothing to fold).
+TRAINING: tuple[str, ...] = (
+    "simplify",          # algebraic identities, one rule per line
+    "fold",              # constant subgraphs evaluated at compile time, with the backend's kernels
+    "cse",               # equal ops from different scopes merged
+    "dce",               # elements of sequential/doall with no effect dropped
+    "decompose",         # ops the backend has no kernel for -> ops it has (none on numpy, cupy)
+    "layout",            # needless transposes removed or sunk
+    "fuse_elementwise",  # element-wise chains (+ a dot/conv head) -> one kernel
+)
+INFERENCE: tuple[str, ...] = (
+    "simplify",
+    "fold",
+    "fold_batch_norm",   # inference batch norm -> conv/dot filter + bias
+    "cse",
+    "dce",
+    "decompose",
+    "layout",
+    "fuse_elementwise",
+)
+
+# backend -> mode -> pass names. NumPy and CuPy run the same plans; a backend with
+# other needs (fewer kernels, its own fusion) gets its own lists here.
+PIPELINES: dict[str, dict[str, tuple[str, ...]]] = {
+    "numpy": {"training": TRAINING, "inference": INFERENCE},
+    "cupy": {"training": TRAINING, "inference": INFERENCE},
+}
+MODES = ("training", "inference")
+
+# passes a graph needs to run at all on its backend: they run even with optimize=False
+LEGALIZING = frozenset({"decompose"})
 
 
 @dataclass(frozen=True)
@@ -75,33 +104,103 @@ def _debug_level() -> int:
         return 0
 
 
-def passes_for(optimize: bool = True, extra_rules: PatternMatcher | None = None) -> list[tuple[str, GraphPass]]:
-    """The pass list a transformer runs: user rules first, then ``OPTIMIZATIONS`` (none if not ``optimize``)."""
+def _choose(what: str, value: str, choices: Sequence[str], hint: str) -> None:
+    if value not in choices:
+        raise PipelineError(
+            f"compile_graph: expected a {what} in {', '.join(map(repr, choices))}, received {value!r}; hint: {hint}"
+        )
+
+
+def _make_pass(name: str, kernels: KernelTable | None, kernel_context: ContextFactory | None) -> GraphPass | None:
+    """The pass called ``name`` for a backend with ``kernels``; None where it has nothing to do."""
+    if name == "fold":  # folding computes with the backend's kernels: without them, nothing folds
+        if kernels is None or kernel_context is None:
+            return None
+        return functools.partial(fold, evaluator=KernelEvaluator(kernels, kernel_context))
+    if name == "decompose":  # only for ops that have a rule and no kernel
+        if kernels is None or not any(rule[0].ops - set(kernels) for rule in DECOMPOSE.rules):
+            return None
+        return make_decompose(frozenset(kernels))
+    return {
+        "simplify": simplify,
+        "fold_batch_norm": fold_batch_norm,
+        "cse": cse,
+        "dce": dce,
+        "layout": layout,
+        "fuse_elementwise": fuse_elementwise,
+    }[name]
+
+
+def passes_for(backend: str = "numpy", mode: str = "training", optimize: bool = True,
+               extra_rules: PatternMatcher | None = None, kernels: KernelTable | None = None,
+               kernel_context: ContextFactory | None = None) -> list[tuple[str, GraphPass]]:
+    """The named passes ``backend`` runs on a ``mode`` graph: user rules first, then its recipe.
+
+    Args:
+        backend: a key of ``PIPELINES`` (a transformer passes its name).
+        mode: ``"training"`` or ``"inference"`` (the latter also folds inference batch norm).
+        optimize: False keeps only the user rules and the passes in ``LEGALIZING``.
+        extra_rules: a ``PatternMatcher`` of user rewrite rules, applied first.
+        kernels: the backend's kernel table; without it (and ``kernel_context``) there is no
+            constant folding and no decomposition.
+        kernel_context: builds the context the kernel factories take, from ``(xp, dtype_of, seed_for)``.
+
+    Returns:
+        ``(name, pass)`` pairs in run order; passes with nothing to do on this backend are left out.
+
+    Raises:
+        PipelineError: an unknown backend or mode.
+
+    Example:
+        >>> [name for name, _ in passes_for("numpy", "inference")][:3]  # ['simplify', 'fold_batch_norm', 'cse']
+    """
+    _choose("backend", backend, sorted(PIPELINES),
+            "add the backend's pass lists to PIPELINES in ngraph_core/passes/pipeline.py")
+    _choose("mode", mode, MODES, "pass mode='training' or mode='inference' to t.computation")
     passes: list[tuple[str, GraphPass]] = []
     if extra_rules is not None and len(extra_rules):
         passes.append(("extra_rules", lambda roots: graph_rewrite(roots, extra_rules, name="extra_rules")))
-    if optimize:
-        passes.extend(OPTIMIZATIONS)
+    for name in PIPELINES[backend][mode]:
+        graph_pass = _make_pass(name, kernels, kernel_context) if optimize or name in LEGALIZING else None
+        if graph_pass is not None:
+            passes.append((name, graph_pass))
     return passes
 
 
 def compile_graph(results: Sequence[Op], optimize: bool = True,
                   extra_rules: PatternMatcher | None = None,
-                  dtype_of: Callable[[Op], str] = lambda op: op.dtype) -> CompiledGraph:
-    """Run the passes over ``results``, linearize, and plan memory.
+                  dtype_of: Callable[[Op], str] = lambda op: op.dtype,
+                  backend: str = "numpy", mode: str = "training",
+                  kernels: KernelTable | None = None,
+                  kernel_context: ContextFactory | None = None) -> CompiledGraph:
+    """Run ``backend``'s ``mode`` passes over ``results``, linearize, and plan memory.
 
     Args:
         results: the ops the computation returns.
         optimize: False runs no optimizing pass and no in-place reuse (user rules still apply).
         extra_rules: a ``PatternMatcher`` of user rewrite rules, applied first.
         dtype_of: the dtype each op has on the transformer (sizes the memory plan).
+        backend: whose pass lists to run (``PIPELINES``).
+        mode: ``"training"`` or ``"inference"``.
+        kernels: the backend's kernel table (constant folding and decomposition use it).
+        kernel_context: builds the context the kernel factories take.
+
+    Returns:
+        the ``CompiledGraph`` a transformer executes.
+
+    Raises:
+        PipelineError: an unknown backend or mode.
+
+    Example:
+        >>> graph = compile_graph([loss, update], backend="numpy", mode="training",
+        ...                       kernels=KERNELS, kernel_context=KernelContext)
     """
     level = _debug_level()
     check = os.environ.get("NG_CHECK", "") not in ("", "0")
     roots = list(results)
     if check:
         verify(roots)
-    for name, graph_pass in passes_for(optimize, extra_rules):
+    for name, graph_pass in passes_for(backend, mode, optimize, extra_rules, kernels, kernel_context):
         start = time.perf_counter()
         before = len(toposort(roots)) if level >= 2 else 0
         roots = graph_pass(roots)

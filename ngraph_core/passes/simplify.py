@@ -20,51 +20,18 @@ IEEE choices (what is *not* here, and why):
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable, Iterable
-
 import numpy as np
 
 from .. import api as ng
 from ..ir import Axes, Op, OpType, make, promote
 from ..ir.infer import FLOAT_DTYPES
-from ..pattern import Pat, PatternMatcher, Rule, graph_rewrite, scalar_value
+from ..pattern import Pat, PatternMatcher, Rule, graph_rewrite, pat, scalar_value, type_preserving
 
 T = OpType
 INTEGER_DTYPES = ("int8", "int16", "int32", "int64", "uint8")
 
 
 # -- rule helpers ---------------------------------------------------------------------------
-
-
-def pat(kind: OpType | Iterable[OpType], *src: Pat, name: str | None = None,
-        where: Callable[[Op], bool] | None = None) -> Pat:
-    """A pattern for ``kind`` over ordered sources ``src`` (sugar for ops without an operator)."""
-    return Pat(kind, tuple(src), name=name, where=where)
-
-
-def type_preserving(rules: Iterable[Rule]) -> list[Rule]:
-    """``rules`` with a guard that declines any replacement whose axes or dtype differ from the op's.
-
-    Each pattern's root is bound (under its own name, or a private one), so the guard
-    can compare; the rule functions still receive only the names they declare.
-    """
-    guarded = []
-    for p, fn in rules:
-        root = p.name or "_root"
-        bound = Pat(p.ops, p.src, root, p.dtypes, p.arg, p.where)
-        guarded.append((bound, _guard(fn, root, keep=p.name is not None)))
-    return guarded
-
-
-def _guard(fn: Callable[..., Op | None], root: str, keep: bool) -> Callable[..., Op | None]:
-    @functools.wraps(fn)
-    def guarded(**bindings: Op) -> Op | None:
-        op = bindings[root] if keep else bindings.pop(root)
-        new = fn(**bindings)
-        return new if new is None or (new.axes == op.axes and new.dtype == op.dtype) else None
-
-    return guarded
 
 
 def reshaped(x: Op, axes: Axes) -> Op:

@@ -10,9 +10,10 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 from ..errors import NgraphError
-from ..ir import Op, OpType, scope_override, toposort
+from ..ir import Op, OpType, rebuild, scope_override, toposort, update_meta
 from .pat import Pat
 
 Rule = tuple[Pat, Callable[..., Op | None]]
@@ -47,12 +48,18 @@ class PatternMatcher:
     def __len__(self) -> int:
         return len(self.rules)
 
-    def rewrite(self, op: Op) -> Op | None:
-        """The first replacement a rule gives for ``op`` (built in op's scope), or None."""
+    def rewrite(self, op: Op, ctx: Any = None) -> Op | None:
+        """The first replacement a rule gives for ``op`` (built in op's scope), or None.
+
+        ``ctx``, when given, is passed to every rule as the keyword ``ctx``: read-only facts
+        about the whole graph (users, results...) that a pass computed first, so rules stay
+        pure functions of their arguments instead of closing over the pass's state.
+        """
+        extra = {} if ctx is None else {"ctx": ctx}
         for pat, fn in self._by_op.get(op.op, []) + self._any:
             for bindings in pat.match(op):
                 with scope_override(op.meta.scope):
-                    out = fn(**bindings)
+                    out = fn(**bindings, **extra)
                 if out is not None and out is not op:
                     return out
         return None
@@ -60,7 +67,7 @@ class PatternMatcher:
 
 def _keep_meta(old: Op, new: Op) -> Op:
     if new.meta.name is None and old.meta.name is not None:
-        new.meta.name = old.meta.name
+        update_meta(new, name=old.meta.name)
     return new
 
 
@@ -76,22 +83,17 @@ def graph_rewrite(roots: Sequence[Op], matcher: PatternMatcher, name: str = "rew
     roots = list(roots)
     start = time.perf_counter()
     for _ in range(MAX_SWEEPS):
-        new: dict[Op, Op] = {}
-        changed = False
-        for op in toposort(roots):
-            src = tuple(new[s] for s in op.src)
-            cur = op if src == op.src else op.replace(src=src)
+        def to_fixed_point(op: Op, cur: Op) -> Op:
             for _ in range(MAX_REWRITES_PER_OP):
                 out = matcher.rewrite(cur)
                 if out is None:
-                    break
+                    return cur
                 cur = _keep_meta(cur, out)
-            else:
-                raise NgraphError(f"graph_rewrite {name}: op {cur.op.value} kept rewriting; rules undo each other")
-            changed |= cur is not op
-            new[op] = cur
+            raise NgraphError(f"graph_rewrite {name}: op {cur.op.value} kept rewriting; rules undo each other")
+
+        new = rebuild(toposort(roots), to_fixed_point)
         roots = [new[r] for r in roots]
-        if not changed:
+        if all(k is v for k, v in new.items()):
             if os.environ.get("NG_DEBUG_REWRITE"):
                 print(f"[rewrite] {name}: {time.perf_counter() - start:.4f}s")
             return roots

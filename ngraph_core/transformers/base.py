@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import AxesError, DTypeError, FeedError, NgraphError, UnsupportedOpError
-from ..ir import Op, OpType, format_axes, format_op, owns_buffer
+from ..ir import Graph, Op, OpType, changed_since, format_axes, format_op, meta_generation, owns_buffer, walk
 from ..ir.names import printable
 from ..passes import CompiledGraph, MemoryPlan, MemoryReport, compile_graph
 from ..pattern import PatternMatcher
@@ -36,16 +36,44 @@ class Computation:
     """
 
     def __init__(self, transformer: Transformer, results: Sequence[Op], placeholders: Sequence[Op],
-                 single: bool) -> None:
+                 single: bool, mode: str = "training") -> None:
         self.transformer = transformer
         self.placeholders = tuple(placeholders)
         self.single = single
-        self.graph: CompiledGraph = compile_graph(results, transformer.optimize, transformer.extra_rules,
-                                                  transformer.dtype_of)
+        self.results = tuple(results)
+        self.mode = mode
+        self.recompiles = 0
+        self._compile()
+
+    def _compile(self) -> None:
+        """Run the pipeline and build the plan; remember the metadata generation it saw."""
+        transformer = self.transformer
+        self._generation = meta_generation()
+        self._ops = tuple(walk(self.results))  # what the plan depends on (metadata included)
+        self.graph: CompiledGraph = compile_graph(self.results, transformer.optimize, transformer.extra_rules,
+                                                  transformer.dtype_of, backend=transformer.name, mode=self.mode,
+                                                  kernels=KERNELS, kernel_context=KernelContext)
         self.workspace = Workspace(transformer.xp)
         self.source, self._fn = transformer._build(self.graph, self.placeholders, self.workspace)
 
+    @property
+    def stale(self) -> bool:
+        """True when the metadata of an op this computation was compiled from changed since
+        (``ng.update_meta``: a label, an attribute, a name); the next call recompiles."""
+        return meta_generation() != self._generation and bool(changed_since(self._ops, self._generation))
+
     def __call__(self, *values: Any) -> Any:
+        if self.transformer.closed:
+            raise NgraphError(
+                f"computation: its {self.transformer.name} transformer is closed (its variables are gone); "
+                "hint: compile the computation again on an open transformer"
+            )
+        if meta_generation() != self._generation:
+            if changed_since(self._ops, self._generation):
+                self._compile()
+                self.recompiles += 1
+            else:
+                self._generation = meta_generation()
         if len(values) != len(self.placeholders):
             names = ", ".join(p.name for p in self.placeholders) or "none"
             raise FeedError(
@@ -109,6 +137,8 @@ class Transformer:
             else PatternMatcher(extra_rules)
         self._storage: dict[Op, Any] = {}
         self._computations: list[Computation] = []
+        self._subgraphs: dict[Graph, Computation] = {}
+        self._closed = False
 
     # -- context manager ------------------------------------------------------------------
     def __enter__(self) -> Transformer:
@@ -121,13 +151,28 @@ class Transformer:
         """Release the variables' storage."""
         self._storage.clear()
         self._computations.clear()
+        self._subgraphs.clear()
+        self._closed = True
+
+    @property
+    def closed(self) -> bool:
+        """True after ``close()``: its computations refuse to run."""
+        return self._closed
 
     # -- public ------------------------------------------------------------------------------
-    def computation(self, results: Op | Sequence[Op], *placeholders: Op) -> Computation:
+    def computation(self, results: Op | Sequence[Op], *placeholders: Op, mode: str = "training") -> Computation:
         """Compile ``results`` as a function of ``placeholders``.
+
+        Args:
+            results: an op, or a list of ops, to return.
+            *placeholders: the inputs, in the order the computation takes them.
+            mode: ``"training"`` (default) or ``"inference"``: which of this backend's pass
+                lists compiles it (``passes/pipeline.py``); inference also folds batch norm
+                into the conv/dot before it.
 
         Raises:
             NgraphError: a result that needs a placeholder not listed.
+            PipelineError: an unknown mode.
 
         Example:
             >>> f = t.computation([loss, update], X, Y)
@@ -140,8 +185,13 @@ class Transformer:
                 raise NgraphError(f"computation: expected ops, received {type(r).__name__}")
         for p in placeholders:
             if p.op is not OpType.PLACEHOLDER:
-                raise NgraphError(f"computation: {format_op(p)} is not a placeholder")
-        comp = Computation(self, results, placeholders, single)
+                raise FeedError(f"computation: expected placeholders after the results, received {format_op(p)}; "
+                                "hint: list the graph's inputs (ng.placeholder ops)")
+        twice = sorted({p.name for p in placeholders if placeholders.count(p) > 1})
+        if twice:
+            raise FeedError(f"computation: placeholder(s) {', '.join(twice)} listed more than once; "
+                            "hint: list each input once")
+        comp = Computation(self, results, placeholders, single, mode)
         self._computations.append(comp)
         return comp
 
@@ -159,6 +209,13 @@ class Transformer:
                 f"received {array.shape}"
             )
         storage[...] = self.xp.asarray(array, dtype=storage.dtype)
+
+    def _subgraph(self, graph: Graph) -> Callable[..., tuple]:
+        """``graph`` compiled once on this transformer (its variables are the transformer's)."""
+        comp = self._subgraphs.get(graph)
+        if comp is None:
+            comp = self._subgraphs[graph] = Computation(self, graph.roots, graph.params, single=False)
+        return comp._fn
 
     # -- backend hooks ---------------------------------------------------------------------
     def to_numpy(self, value: Any) -> np.ndarray:
@@ -200,7 +257,21 @@ class Transformer:
     def _feeder(self, p: Op) -> Callable[[Any], Any]:
         xp, dtype, shape = self.xp, self.dtype_of(p), p.axes.lengths
 
+        target = np.dtype(dtype)
+
         def feed(value: Any) -> Any:
+            given = getattr(value, "dtype", None)
+            if given is None:  # a list or a number: let NumPy type it first
+                try:
+                    given = np.asarray(value).dtype
+                except (TypeError, ValueError) as exc:
+                    raise FeedError(f"placeholder {p.name}: cannot make an array of the fed value: {exc}") from None
+            given = np.dtype(given)
+            if given.kind in "OcVSUM" or not np.can_cast(given, target, casting="same_kind"):
+                raise FeedError(
+                    f"placeholder {p.name}: expected {dtype} data (or a type that converts without changing kind), "
+                    f"received {given}; hint: convert explicitly, e.g. array.astype('{dtype}')"
+                )
             try:
                 array = xp.asarray(value, dtype=dtype)
             except (TypeError, ValueError) as exc:
@@ -254,7 +325,7 @@ class Transformer:
 
     def _build(self, graph: CompiledGraph, placeholders: Sequence[Op],
                workspace: Workspace | None = None) -> tuple[str, Callable[..., tuple]]:
-        kc = KernelContext(self.xp, self.dtype_of, self.seed_for, workspace)
+        kc = KernelContext(self.xp, self.dtype_of, self.seed_for, workspace, self._subgraph)
         buffer_of, env = self._buffers(graph)
         names: dict[Op, str] = {}
         # (code, comment) pairs: the code is made only of generated identifiers; the comment

@@ -138,6 +138,8 @@ def F_():  # torch.nn.functional, looked up only when a torch test runs
 
 
 CN, POS = arg(C, N), arg(C, N, positive=True)
+_SUB_IN = ng.placeholder([C, N], name="sub_in")
+SUBGRAPH = ng.graph([_SUB_IN], ng.tanh(_SUB_IN) * _SUB_IN)  # f(p) = tanh(p) * p, applied by ng.call
 
 CASES: list[Case] = [
     # -- leaves ------------------------------------------------------------------------------
@@ -467,6 +469,8 @@ CASES: list[Case] = [
          lambda x: np.exp(2 * x), [CN], expected_grads=lambda xs, r: [r * np.exp(2 * xs[0]) * 3.0 * 2.0]),
     case("custom_gradient_two_inputs", T.CUSTOM_GRADIENT, lambda a, b: two_input_grad(a, b),
          lambda a, b: a * b[:, None], [CN, arg(C)], expected_grads=lambda xs, r: [2.0 * r, 5.0 * r.sum(1)]),
+    case("call_subgraph", T.CALL, lambda x: ng.call(SUBGRAPH, x * 2.0), lambda x: np.tanh(2.0 * x) * x * 2.0,
+         [CN], torch=lambda x: (2.0 * x).tanh() * x * 2.0),
     case("sequential_value", T.SEQUENTIAL, lambda a, b: ng.sequential([a * 2.0, b + 1.0]), lambda a, b: b + 1,
          [CN, arg(N)], torch=lambda a, b: b + 1),
 ]

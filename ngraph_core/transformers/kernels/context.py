@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ...errors import UnsupportedOpError
 from ...ir import Op
 
 Kernel = Callable[..., Any]
@@ -83,6 +84,17 @@ class KernelContext:
     dtype_of: Callable[[Op], str]
     seed_for: Callable[[Op], int]
     workspace: Workspace | None = None
+    compile_subgraph: Callable[[Any], Callable[..., tuple]] | None = None
+
+    def subgraph(self, graph: Any) -> Callable[..., tuple]:
+        """``graph`` (an ``ir.Graph``) compiled once on this transformer: a function from one array per
+        param to a tuple of its results. Raises ``UnsupportedOpError`` where nothing can compile it."""
+        if self.compile_subgraph is None:
+            raise UnsupportedOpError(
+                f"this kernel context cannot compile sub-graphs ({graph!r}); hint: run the graph through a "
+                "transformer's computation"
+            )
+        return self.compile_subgraph(graph)
 
     def scratch(self) -> Workspace:
         """The computation's workspace, or a private one when there is none."""

@@ -30,9 +30,21 @@ def nothing(op: Op, kc: KernelContext) -> Kernel:
     return lambda *vs: None
 
 
+def call(op: Op, kc: KernelContext) -> Kernel:
+    """Run the sub-graph (compiled once, when this kernel is made) and copy out this op's result."""
+    run, index, xp = kc.subgraph(op.arg.graph), op.arg.index, kc.xp
+
+    def call_kernel(out, *inputs):
+        xp.copyto(out, run(*inputs)[index], casting="unsafe")
+        return out
+
+    return call_kernel
+
+
 KERNELS = {
     OpType.ASSIGN: assign,
     OpType.SEQUENTIAL: last,
     OpType.DOALL: nothing,
     OpType.CUSTOM_GRADIENT: first,
+    OpType.CALL: call,
 }

@@ -1,4 +1,4 @@
-"""The compile pipeline as a user sees it: optimize on/off, user rules, NG_DEBUG, memory report, plot."""
+"""The compile pipeline as a user sees it: modes, backends, optimize on/off, user rules, NG_DEBUG, memory, plot."""
 
 from __future__ import annotations
 
@@ -6,8 +6,10 @@ import numpy as np
 import pytest
 
 import ngraph_core as ng
-from ngraph_core.ir import OpType
-from ngraph_core.pattern import Pat
+from ngraph_core.ir import OpType, toposort
+from ngraph_core.passes.pipeline import PIPELINES, PipelineError, compile_graph, passes_for
+from ngraph_core.pattern import Pat, PatternMatcher
+from ngraph_core.transformers.kernels import KERNELS, KernelContext
 from ngraph_core.transformers.kernels import fused as fused_kernels
 
 F, H, Y, N = (ng.make_axis(n, name=s) for n, s in [(6, "F"), (5, "H"), (3, "Y"), (4, "N")])
@@ -89,7 +91,8 @@ def test_ng_check_verifies_after_every_pass(monkeypatch):
     x = ng.placeholder([F])
     with ng.transformers.make_transformer() as t:
         t.computation(ng.exp(x), x)
-    assert len(calls) == 1 + len(pipeline.OPTIMIZATIONS)
+    ran = pipeline.passes_for("numpy", "training", kernels=KERNELS, kernel_context=KernelContext)
+    assert len(calls) == 1 + len(ran)
 
 
 def test_memory_report_figures_add_up():
@@ -154,3 +157,110 @@ def test_a_value_that_reads_its_variable_transposed_is_not_computed_into_it():
         assert not f.graph.into_variables
         f()
         np.testing.assert_array_equal(t.read_variable(m), np.arange(9).reshape(3, 3) + np.arange(9).reshape(3, 3).T)
+
+
+# -- pipelines per backend and mode ---------------------------------------------------------
+
+
+def names(backend: str = "numpy", mode: str = "training", **options) -> list[str]:
+    """The pass names ``backend`` runs on a ``mode`` graph, with the NumPy kernel table handed in."""
+    options = {"kernels": KERNELS, "kernel_context": KernelContext, **options}
+    return [name for name, _ in passes_for(backend, mode, **options)]
+
+
+def test_training_and_inference_lists_differ_only_by_batch_norm_folding():
+    training = ["simplify", "fold", "cse", "dce", "layout", "fuse_elementwise"]
+    assert names("numpy", "training") == training
+    assert names("numpy", "inference") == training[:2] + ["fold_batch_norm"] + training[2:]
+    assert names("cupy", "training") == training and names("cupy", "inference") == names("numpy", "inference")
+    assert set(PIPELINES) >= {"numpy", "cupy"}
+    # nothing to evaluate with, nothing folds; nothing optimizing when optimize=False
+    assert names("numpy", "training", kernels=None, kernel_context=None) == [n for n in training if n != "fold"]
+    assert names("numpy", "inference", optimize=False) == []
+    rule = [(Pat(OpType.TANH, (Pat.var("a"),)), lambda a: ng.sigmoid(a))]  # tanh(a) -> sigmoid(a)
+    assert names("numpy", "training", optimize=False, extra_rules=PatternMatcher(rule)) == ["extra_rules"]
+
+
+def test_decompose_runs_only_for_a_backend_missing_a_kernel():
+    x = ng.placeholder([F])
+    y = ng.rsqrt(x) * 2.0
+    partial = {kind: factory for kind, factory in KERNELS.items() if kind is not OpType.RSQRT}
+    assert "decompose" not in names("numpy", "training")
+    for optimize in (True, False):  # legalizing: it runs even when nothing else does
+        assert "decompose" in names("numpy", "training", kernels=partial, optimize=optimize)
+        graph = compile_graph([y], optimize=optimize, kernels=partial, kernel_context=KernelContext)
+        assert not any(op.op is OpType.RSQRT for op in toposort(list(graph.results)))
+
+
+@pytest.mark.parametrize("backend, mode, wrong, received", [("tpu", "training", "backend", "tpu"),
+                                                           ("numpy", "eval", "mode", "eval")])
+def test_an_unknown_backend_or_mode_is_a_typed_error(backend, mode, wrong, received):
+    with pytest.raises(PipelineError, match=f"expected a {wrong} in .*, received '{received}'; hint: "):
+        passes_for(backend, mode)
+    assert issubclass(PipelineError, ng.NgraphError) and issubclass(PipelineError, ValueError)
+
+
+def test_a_computation_validates_its_mode():
+    x = ng.placeholder([F])
+    with ng.transformers.make_transformer() as t, pytest.raises(PipelineError, match="received 'infer'.*hint: "):
+        t.computation(ng.exp(x), x, mode="infer")
+
+
+def dense_batch_norm():
+    """relu(batch_norm(dot(W, X))) in inference form (running statistics); returns (y, h, X, mean)."""
+    K = ng.make_axis(5, name="K")
+    rng = np.random.default_rng(2)
+    X = ng.placeholder([F, N])
+    W = ng.variable([K, F], rng.standard_normal((5, 6)).astype(np.float32))
+    mean, beta = (ng.variable([K], rng.standard_normal(5).astype(np.float32)) for _ in range(2))
+    var, gamma = (ng.variable([K], rng.uniform(0.5, 2.0, 5).astype(np.float32)) for _ in range(2))
+    h = ng.dot(W, X)
+    return ng.relu((h - mean) * ng.rsqrt(var + 1e-5) * gamma + beta), h, X, mean
+
+
+def test_inference_mode_folds_batch_norm_and_every_mode_computes_the_same_values():
+    y, h, X, mean = dense_batch_norm()
+    xv = np.random.default_rng(3).standard_normal((6, 4)).astype(np.float32)
+    values, normalizes = {}, {}
+    for mode, optimize in [("training", True), ("inference", True), ("inference", False)]:
+        with ng.transformers.make_transformer(optimize=optimize) as t:
+            f = t.computation(y, X, mode=mode)
+            values[mode, optimize] = f(xv)
+        # the unfolded normalization subtracts the mean broadcast over the activation
+        normalizes[mode, optimize] = any(op.op is OpType.BROADCAST and op.src[0] is mean and op.axes.same_set(h.axes)
+                                         for op in toposort(list(f.graph.results)))
+    assert normalizes == {("training", True): True, ("inference", True): False, ("inference", False): True}
+    reference = values["inference", False]
+    for got in values.values():
+        np.testing.assert_allclose(got, reference, rtol=1e-5, atol=1e-6)
+
+
+def test_training_mode_steps_match_the_inference_pass_list_on_a_graph_without_batch_norm():
+    # the only difference between the lists is batch norm folding: a training step without
+    # batch norm compiles to the same plan, and trains to the same numbers, in either mode
+    loss, update, X, T, params = mlp_step()
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((6, 4)).astype(np.float32)
+    t_ = np.eye(3, dtype=np.float32)[rng.integers(0, 3, 4)].T.copy()
+    runs = {}
+    for mode in ("training", "inference"):
+        with ng.transformers.make_transformer() as t:
+            step = t.computation([loss, update], X, T, mode=mode)
+            runs[mode] = ([float(step(x, t_)[0]) for _ in range(3)], [t.read_variable(p) for p in params],
+                          [op.op for op in step.graph.order])
+    assert runs["training"][2] == runs["inference"][2]
+    np.testing.assert_array_equal(runs["training"][0], runs["inference"][0])
+    for a, b in zip(runs["training"][1], runs["inference"][1]):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_constant_folding_through_the_transformer_still_folds():
+    x = ng.placeholder([F])
+    y = x * (ng.constant(2.0) + 1.0) * ng.exp(ng.constant(0.0))
+    with ng.transformers.make_transformer() as t:
+        f = t.computation(y, x)
+        np.testing.assert_allclose(f(np.arange(6, dtype=np.float32)), 3.0 * np.arange(6), rtol=1e-6)
+    constant_ops = {OpType.CONSTANT, OpType.BROADCAST}
+    computed = [op for op in toposort(list(f.graph.results)) if op.op not in constant_ops and op.src
+                and all(s.op in constant_ops for s in op.src)]
+    assert computed == []  # no op of constants is left to run time

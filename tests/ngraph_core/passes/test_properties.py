@@ -10,6 +10,7 @@ are float64 so that only the passes, not float32 rounding, could make a differen
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import numpy as np
@@ -20,9 +21,12 @@ import ngraph_core as ng
 from ngraph_core.passes.cse import cse
 from ngraph_core.passes.dce import dce
 from ngraph_core.passes.decompose import make_decompose
-from ngraph_core.passes.fold import fold
+from ngraph_core.passes.fold import KernelEvaluator, fold
 from ngraph_core.passes.layout import layout
 from ngraph_core.passes.simplify import simplify
+from ngraph_core.transformers.kernels import KERNELS, KernelContext
+
+EVALUATOR = KernelEvaluator(KERNELS, KernelContext)
 
 T = ng.OpType
 AXES = [ng.make_axis(2, name="A"), ng.make_axis(3, name="B"), ng.make_axis(4, name="C")]
@@ -116,7 +120,8 @@ def graphs(draw: st.DrawFn) -> list[ng.Op]:
 
 
 def optimize(roots: list[ng.Op], decompose: bool) -> list[ng.Op]:
-    passes = [simplify, fold, cse, dce] + ([make_decompose(frozenset(T) - DECOMPOSED)] if decompose else [])
+    passes = [simplify, functools.partial(fold, evaluator=EVALUATOR), cse, dce] \
+        + ([make_decompose(frozenset(T) - DECOMPOSED)] if decompose else [])
     for graph_pass in passes + [layout]:
         roots = graph_pass(roots)
         ng.verify(roots)

@@ -1,0 +1,227 @@
+"""An op's argument knows itself: ``ARG_TYPES`` names, per ``OpType``, the class that owns ``op.arg``.
+
+Each arg class answers three questions about the args it owns, as static methods:
+
+* ``check(op) -> str | None``: what is wrong with ``op.arg``'s form, None when it fits
+  (``verify`` reports it as a ``VerifyError`` naming the op);
+* ``to_json(op, ctx) -> data``: ``op.arg`` as JSON data for the graph format (it takes the
+  op, not the arg alone: a variable's initializer is called with the op's axes, and errors
+  name the op);
+* ``from_json(data, ctx, where) -> arg``: the arg back, raising ``SerializationError``
+  that says ``where``, what was expected and what was received.
+
+``ctx`` is a ``CodecContext``: what a codec may read besides its arg (the per-kind
+numbering of unique ids, and the document's other ops). Args that are objects
+(``VariableInfo``, ``RandomInfo``, ``ArrayValue``, ``ConvArg``, ``PoolArg``, ``CallArg``,
+``FusedProgram``) carry these methods themselves, next to their ``repr``. Args that are
+plain Python values (None, an int uid, a name, index tuples, a number) stay plain values,
+since code all over reads them as such; the small classes below own them instead.
+
+Example:
+    >>> ARG_TYPES[OpType.CONV].check(op)          # None, or what is wrong
+    >>> ARG_TYPES[op.op].to_json(op, CodecContext())
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import SerializationError
+from .codec import check_type, decode_value, encode_value, fail, wrong_arg
+from .conv import ConvArg, PoolArg
+from .fused import FusedProgram
+from .graph import CallArg
+from .names import check_name
+from .node import ArrayValue, Op, RandomInfo, VariableInfo, next_uid
+from .ops import OpGroup, OpType
+
+
+class CodecContext:
+    """What an arg's codec may read besides the arg, for one document being written or read.
+
+    Unique ids are process-local, so the format numbers them 0, 1, ... per kind by order of
+    appearance (``local``, writing) and gives each a fresh uid when read (``fresh``).
+    ``index`` (writing: op -> its id) and ``built`` (reading: the ops decoded so far) let an
+    arg refer to other ops of the document, such as a sub-graph's params and roots.
+
+    Args:
+        index: writing: each op of the document -> its id.
+        built: reading: the ops decoded so far, by id.
+
+    Example:
+        >>> ctx = CodecContext(index={op: i for i, op in enumerate(walk(roots))})
+    """
+
+    def __init__(self, index: dict[Op, int] | None = None, built: list[Op] | None = None) -> None:
+        self.index = {} if index is None else index
+        self.built = [] if built is None else built
+        self._ids: dict[str, dict[int, int]] = {}
+
+    def local(self, kind: str, uid: int) -> int:
+        """Writing: the document's id for the process-local ``uid`` of a ``kind`` (0, 1, ... by appearance)."""
+        table = self._ids.setdefault(kind, {})
+        return table.setdefault(uid, len(table))
+
+    def fresh(self, kind: str, local: int) -> int:
+        """Reading: the new process-local uid for the document's id ``local`` of a ``kind``."""
+        table = self._ids.setdefault(kind, {})
+        return table[local] if local in table else table.setdefault(local, next_uid())
+
+
+class NoArg:
+    """Ops without an arg (element-wise, reductions, dot, ...): ``arg`` is None, JSON ``null``."""
+
+    @staticmethod
+    def check(op: Op) -> str | None:
+        return None if op.arg is None else wrong_arg(op, "no arg (None)")
+
+    @staticmethod
+    def to_json(op: Op, ctx: CodecContext) -> None:
+        if op.arg is not None:
+            raise fail(f"{op.op.value} op", "no arg", op.arg,
+                       "hint: give its OpType an arg class in ngraph_core/ir/args.py ARG_TYPES")
+        return None
+
+    @staticmethod
+    def from_json(data: Any, ctx: CodecContext, where: str) -> None:
+        if data is not None:
+            raise fail(where, "arg null", data)
+        return None
+
+
+class PlaceholderId:
+    """A placeholder's ``arg``: its unique int id; JSON: its number among the document's placeholders."""
+
+    @staticmethod
+    def check(op: Op) -> str | None:
+        ok = isinstance(op.arg, int) and not isinstance(op.arg, bool)
+        return None if ok else wrong_arg(op, "an int id (ng.placeholder makes one)")
+
+    @staticmethod
+    def to_json(op: Op, ctx: CodecContext) -> int:
+        return ctx.local("placeholder", op.arg)
+
+    @staticmethod
+    def from_json(data: Any, ctx: CodecContext, where: str) -> int:
+        return ctx.fresh("placeholder", check_type(data, int, where, "an int placeholder id"))
+
+
+class ConstantValue:
+    """A constant's ``arg``: a bool, int or float, or an ``ArrayValue`` of the op's shape; JSON tagged by type."""
+
+    @staticmethod
+    def check(op: Op) -> str | None:
+        if isinstance(op.arg, ArrayValue):
+            return ArrayValue.check(op)
+        return None if isinstance(op.arg, (int, float, bool)) else wrong_arg(op, "a number or an ArrayValue")
+
+    @staticmethod
+    def to_json(op: Op, ctx: CodecContext) -> dict:
+        if isinstance(op.arg, ArrayValue):
+            return ArrayValue.to_json(op, ctx)
+        return encode_value(op.arg, f"constant {op.name}")
+
+    @staticmethod
+    def from_json(data: Any, ctx: CodecContext, where: str) -> bool | int | float | ArrayValue:
+        if isinstance(data, dict) and set(data) == {"array"}:
+            return ArrayValue.from_json(data, ctx, where)
+        return decode_value(data, where)  # a number: ``{"array": ...}`` is read above
+
+
+class _Name:
+    """An arg that is a name string, checked for control characters when read."""
+
+    expected = "a name"
+
+    @classmethod
+    def check(cls, op: Op) -> str | None:
+        return None if isinstance(op.arg, str) else wrong_arg(op, cls.expected)
+
+    @staticmethod
+    def to_json(op: Op, ctx: CodecContext) -> str:
+        return op.arg
+
+    @staticmethod
+    def from_json(data: Any, ctx: CodecContext, where: str) -> str:
+        return check_name(check_type(data, str, where, "a name string"), f"{where}: arg", SerializationError)
+
+
+class AxisName(_Name):
+    """A concat's ``arg``: the name of the axis it joins along; JSON: the string."""
+
+    expected = "the name (str) of the axis to concatenate along"
+
+
+class GradientKey(_Name):
+    """A custom_gradient's ``arg``: the registry key of its ``ng.custom_gradient`` function; JSON: the string."""
+
+    expected = "the registry key (str) of an ng.custom_gradient function"
+
+
+class _IndexTuple:
+    """An arg with one entry per axis: an int, or a tuple of ``width`` ints (``form`` names them)."""
+
+    width = 0
+    form = ""
+
+    @classmethod
+    def check(cls, op: Op) -> str | None:
+        def fits(item: Any) -> bool:
+            items = item if isinstance(item, tuple) and len(item) == cls.width else (item,)
+            return all(isinstance(n, int) and not isinstance(n, bool) for n in items)
+
+        ok = isinstance(op.arg, tuple) and all(fits(item) for item in op.arg)
+        return None if ok else wrong_arg(op, f"a tuple with one int or ({cls.form}) per axis")
+
+    @staticmethod
+    def to_json(op: Op, ctx: CodecContext) -> list:
+        return [int(s) if isinstance(s, int) else [int(n) for n in s] for s in op.arg]
+
+    @classmethod
+    def from_json(cls, data: Any, ctx: CodecContext, where: str) -> tuple:
+        expected = f"a list with one int or [{cls.form}] per axis"
+        out: list[int | tuple[int, ...]] = []
+        for item in check_type(data, list, where, expected):
+            if isinstance(item, list) and len(item) == cls.width:
+                out.append(tuple(check_type(n, int, where, expected) for n in item))
+            else:
+                out.append(check_type(item, int, where, expected))
+        return tuple(out)
+
+
+class SliceIndices(_IndexTuple):
+    """A slice's ``arg``: per input axis, an index (drops the axis) or ``(start, stop, step)``."""
+
+    width = 3
+    form = "start, stop, step"
+
+
+class PadWidths(_IndexTuple):
+    """A pad's ``arg``: per output axis, an int (an axis the input lacks) or ``(start, step)``
+    placing the input axis of the same name."""
+
+    width = 2
+    form = "start, step"
+
+
+ARG_TYPES: dict[OpType, type] = {
+    **{t: NoArg for t in OpGroup.ELEMENTWISE | OpGroup.REDUCE | OpGroup.CONTRACTION},
+    **{t: NoArg for t in (OpType.BROADCAST, OpType.CAST_AXES, OpType.RESHAPE, OpType.MOMENTS,
+                          OpType.CENTERED_SUMS, OpType.ASSIGN, OpType.SEQUENTIAL, OpType.DOALL)},
+    OpType.CONSTANT: ConstantValue,
+    OpType.VARIABLE: VariableInfo,
+    OpType.PLACEHOLDER: PlaceholderId,
+    OpType.UNIFORM: RandomInfo,
+    OpType.NORMAL: RandomInfo,
+    OpType.SLICE: SliceIndices,
+    OpType.PAD: PadWidths,
+    OpType.CONCAT: AxisName,
+    OpType.CONV: ConvArg,
+    OpType.CONV_BPROP_DATA: ConvArg,
+    OpType.CONV_BPROP_FILTER: ConvArg,
+    OpType.POOL: PoolArg,
+    OpType.POOL_BPROP: PoolArg,
+    OpType.CUSTOM_GRADIENT: GradientKey,
+    OpType.CALL: CallArg,  # a sub-graph: ids of its params and roots
+    OpType.FUSED: FusedProgram,  # compiler-made: checked, never written
+}

@@ -1,0 +1,166 @@
+"""The house has floors: every import inside ``ngraph_core`` points to its own floor or a lower one.
+
+Floors, lowest first (README, "Architecture")::
+
+    errors < ir < pattern < api < autodiff < passes < transformers < serialize, viz, ngraph_core/__init__
+
+The check reads the source with ``ast`` (nothing is imported), so it sees imports inside
+functions and under ``TYPE_CHECKING`` too. It fails listing every upward import, every
+cycle between subpackages, every import of ``neon`` and every module whose floor is not
+known. Run it directly for a report: ``python tests/test_layering.py``.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+PACKAGE = "ngraph_core"
+ROOT = Path(__file__).resolve().parents[1]
+SOURCE = ROOT / PACKAGE
+
+# the first name under ngraph_core -> its floor; the top-level package (``__init__``) is ""
+FLOORS: dict[str, int] = {
+    "errors": 0,
+    "ir": 1,
+    "pattern": 2,
+    "api": 3,
+    "autodiff": 4,
+    "passes": 5,
+    "transformers": 6,
+    "serialize": 7,
+    "viz": 7,
+    "": 7,
+}
+FORBIDDEN = ("neon",)  # packages that sit above all of ngraph_core
+
+
+@dataclass(frozen=True)
+class Import:
+    """One import statement's target, resolved to an absolute module name."""
+
+    module: str  # the importing module, e.g. ngraph_core.passes.fold
+    target: str  # the imported module, e.g. ngraph_core.transformers.kernels
+    line: int
+
+    def __str__(self) -> str:
+        return f"{self.module}:{self.line} imports {self.target}"
+
+
+def module_name(path: Path) -> str:
+    """``ngraph_core/passes/fold.py`` -> ``ngraph_core.passes.fold`` (a package's ``__init__`` is the package)."""
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def is_module(name: str) -> bool:
+    """True when ``name`` (absolute, dotted) is a module or package of this repository."""
+    path = ROOT.joinpath(*name.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
+def imports_of(path: Path) -> list[Import]:
+    """Every import in ``path`` (at any depth), resolved: relative ones against the module's package."""
+    module = module_name(path)
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            found += [Import(module, alias.name, node.lineno) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                parts = package.split(".")
+                base = ".".join(parts[:len(parts) - node.level + 1] + ([node.module] if node.module else []))
+            else:
+                base = node.module or ""
+            for alias in node.names:
+                # ``from .. import api`` imports the submodule ngraph_core.api, not ngraph_core itself
+                sub = f"{base}.{alias.name}"
+                found.append(Import(module, sub if is_module(sub) else base, node.lineno))
+    return list(dict.fromkeys(found))  # one entry per (target, line)
+
+
+def floor_key(name: str) -> str | None:
+    """The subpackage (first name under ngraph_core) that ``name`` lives in; "" for the package; None outside."""
+    if name != PACKAGE and not name.startswith(PACKAGE + "."):
+        return None
+    return name[len(PACKAGE) + 1:].partition(".")[0]
+
+
+def all_imports() -> list[Import]:
+    return [imp for path in sorted(SOURCE.rglob("*.py")) for imp in imports_of(path)]
+
+
+def problems(imports: list[Import]) -> list[str]:
+    """Upward imports, imports of ``neon``, modules of unknown floor, and cycles between subpackages."""
+    found = []
+    edges: dict[str, set[str]] = {}
+    for imp in imports:
+        if imp.target.split(".")[0] in FORBIDDEN:
+            found.append(f"{imp}: ngraph_core never imports {imp.target.split('.')[0]}")
+            continue
+        src, dst = floor_key(imp.module), floor_key(imp.target)
+        if dst is None:
+            continue  # the standard library or a third-party package
+        for key in (src, dst):
+            if key not in FLOORS:
+                found.append(f"{imp}: {PACKAGE}.{key} has no floor; hint: add it to FLOORS and the README")
+        if src not in FLOORS or dst not in FLOORS:
+            continue
+        if FLOORS[dst] > FLOORS[src]:
+            found.append(f"{imp}: upward, from floor {FLOORS[src]} ({src or PACKAGE}) "
+                         f"to {FLOORS[dst]} ({dst or PACKAGE})")
+        if src != dst:
+            edges.setdefault(src or PACKAGE, set()).add(dst or PACKAGE)
+    found += [f"cycle between subpackages: {' -> '.join(cycle)}" for cycle in cycles(edges)]
+    return found
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """One cycle (as a closed path) through each strongly connected group of more than one node."""
+    found, seen = [], set()
+    for start in sorted(edges):
+        if start in seen:
+            continue
+        # a shortest path from one of start's successors back to start closes a cycle through it
+        paths, visited = [[start, nxt] for nxt in sorted(edges[start])], {start}
+        while paths:
+            path = paths.pop(0)
+            if path[-1] == start:
+                found.append(path)
+                seen.update(path)
+                break
+            if path[-1] in visited:
+                continue
+            visited.add(path[-1])
+            paths += [path + [nxt] for nxt in sorted(edges.get(path[-1], ()))]
+    return found
+
+
+def test_the_walker_resolves_relative_and_nested_imports():
+    # the check is only as good as its resolution: spot-check the forms the package uses
+    by_module: dict[str, set[str]] = {}
+    for imp in all_imports():
+        by_module.setdefault(imp.module, set()).add(imp.target)
+    assert "ngraph_core.ir" in by_module["ngraph_core.passes.pipeline"]  # from ..ir import Op
+    assert "ngraph_core.api" in by_module["ngraph_core.passes.simplify"]  # from .. import api as ng
+    assert "ngraph_core.transformers" in by_module["ngraph_core"]  # from . import transformers
+    assert problems([Import("ngraph_core.ir.node", "ngraph_core.passes", 1)])
+    assert problems([Import("ngraph_core.api.x", "neon.layers", 1)])
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == [["a", "b", "c", "a"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_imports_point_down_the_floors_and_form_no_cycle():
+    found = problems(all_imports())
+    assert not found, "layering violations:\n  " + "\n  ".join(found)
+
+
+if __name__ == "__main__":
+    report = problems(all_imports())
+    print("\n".join(report) or "no layering violations")
+    sys.exit(1 if report else 0)
