@@ -1,6 +1,8 @@
 """Containers: ``Sequential``, ``Tree`` (with ``BranchNode``), ``MergeBroadcast`` and ``MergeSum``.
 
-Containers are layers whose ``variables`` and ``updates`` include their children's and
+Containers name their unnamed children ``<Class>_<k>`` relative to themselves (``name_children``:
+``k`` counts the earlier children of the same class), and are layers whose ``variables`` and
+``updates`` include their children's and
 whose ``get_config()`` lists the children as ``{"class_name", "config"}`` dicts, so a
 whole model rebuilds from plain data (``from_config``), weight sharing included.
 
@@ -18,7 +20,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import ngraph_core as ng
-from neon.layers.base import Layer, LayerError
+from neon.layers.base import Layer, LayerError, name_children
 from neon.layers.checks import describe, feature_axes, fmt_axes, layer_error
 from neon.layers.composite import CompositeLayer, unique
 from neon.layers.serialization import deserialize_layer, serialize_layer
@@ -66,6 +68,7 @@ class Sequential(CompositeLayer):
     def __init__(self, layers: Any, name: str | None = None) -> None:
         super().__init__(name)
         self.layers = flatten_layers(describe(self), layers)
+        name_children(self.layers)
 
     @property
     def sublayers(self) -> list[Layer]:
@@ -114,6 +117,7 @@ class _Branches(CompositeLayer):
             raise layer_error(self, "a non-empty list of branches (each a list of layers)", repr(branches),
                               "e.g. [[Affine(10)], []] (an empty branch is the identity)")
         self.branches = [flatten_layers(describe(self), b) for b in branches]
+        name_children(layer for b in self.branches for layer in b)
         if not allow_empty and any(len(b) == 0 for b in self.branches):
             raise layer_error(self, "branches with at least one layer", "an empty branch",
                               "an empty branch is allowed in MergeSum and MergeBroadcast only")

@@ -44,10 +44,20 @@ import ngraph_core as ng
 from .callbacks import Callback, History
 from .containers import Sequential
 from .costs import CrossEntropyBinary
-from .data import DataError
+from .data import DataError, dataset_shapes
 from .layers import Layer, training_mode
-from .model import ModelError, TransformerOwner, _dataset_shapes, _nbatches, sample_placeholder
-from .saving import CheckpointData, CheckpointError, read_checkpoint, variable_keys, write_checkpoint
+from .layers.base import name_children
+from .model import ModelError
+from .saving import CheckpointData, CheckpointError, read_checkpoint, variable_keys
+from .training import (
+    ComputationCache,
+    TrainingOwner,
+    bind_optimizer,
+    fit_loop,
+    graph_updates,
+    sample_placeholder,
+    trainable_set,
+)
 
 NOISE_AXIS = "Z"
 
@@ -60,7 +70,7 @@ def _as_layer(layers: Any, name: str) -> Layer:
     return layers
 
 
-class GAN(TransformerOwner):
+class GAN(TrainingOwner):
     """A generative adversarial network (see the module docstring for the steps and the noise).
 
     Args:
@@ -86,6 +96,7 @@ class GAN(TransformerOwner):
             raise ModelError(f"GAN: noise_dim must be an int >= 1, received {noise_dim!r}")
         self.generator = _as_layer(generator, "generator")
         self.discriminator = _as_layer(discriminator, "discriminator")
+        name_children([self.generator, self.discriminator])  # unnamed networks: Sequential_0, Sequential_1
         if self.generator is self.discriminator:
             raise ModelError("GAN: the generator and the discriminator must be different layers")
         self.noise_dim = noise_dim
@@ -100,14 +111,16 @@ class GAN(TransformerOwner):
         self.d_optimizer: Any = None
         self.g_optimizer: Any = None
         self._transformer: Any = None
-        self._d_steps: dict[int, Any] = {}
-        self._g_steps: dict[int, Any] = {}
+        self._d_steps = ComputationCache(lambda: trainable_set(self.discriminator.variables))
+        self._g_steps = ComputationCache(lambda: trainable_set(self.generator.variables))
         self._generate: dict[int, tuple[Any, ng.Op]] = {}
-        self._owner: tuple[Any, Any] | None = None
 
     # -- graphs (one transformer holds both networks' variables) --------------------------------------
-    def _caches(self) -> list[dict]:
+    def caches(self) -> list[Any]:
         return [self._d_steps, self._g_steps, self._generate]
+
+    def optimizers(self) -> list[Any]:
+        return [opt for opt in (self.d_optimizer, self.g_optimizer) if opt is not None]
 
     @property
     def variables(self) -> list[ng.Op]:
@@ -136,15 +149,14 @@ class GAN(TransformerOwner):
             fake = ng.cast_axes(fake, [a if a.is_batch else next(rest) for a in fake.axes])
         return fake
 
-    def _discriminate(self, x: ng.Op) -> tuple[ng.Op, list[ng.Op]]:
-        """D(x) in training mode and the running-average updates this call added."""
-        before = {id(u) for u in self.discriminator.updates}
+    def _discriminate(self, x: ng.Op) -> ng.Op:
+        """D(x) in training mode."""
         with training_mode(True):
             p = self.discriminator(x)
         if not isinstance(p, ng.Op) or p.axes.batch_axis is None or p.axes.size != p.axes.batch_axis.length:
             raise ModelError(f"GAN: the discriminator must output one probability per sample ([Out:1, N]), "
                              f"received {p.axes if isinstance(p, ng.Op) else type(p).__name__}")
-        return p, [u for u in self.discriminator.updates if id(u) not in before]
+        return p
 
     @staticmethod
     def _labels(p: ng.Op, value: float) -> ng.Op:
@@ -159,41 +171,45 @@ class GAN(TransformerOwner):
         fake = self._fake(self._noise(batch_size), False)
         with training_mode(False):
             self.discriminator(fake)
+        self._bind_optimizers()
+
+    def _bind_optimizers(self) -> None:
+        """Create both optimizers' state for their network's variables (once built and set)."""
+        if self.sample_shape is not None and self.d_optimizer is not None:
+            bind_optimizer(self.d_optimizer, self.discriminator.variables)
+            bind_optimizer(self.g_optimizer, self.generator.variables)
 
     def _check_optimizers(self, d_optimizer: Any, g_optimizer: Any) -> None:
         if d_optimizer is None or g_optimizer is None or d_optimizer is g_optimizer:
             raise ModelError("GAN.fit: expected two distinct optimizers, d_optimizer and g_optimizer")
-        if self._owner is None or self._owner[0] is not d_optimizer or self._owner[1] is not g_optimizer:
-            self._d_steps.clear()
-            self._g_steps.clear()
-            self._owner = (d_optimizer, g_optimizer)
         self.d_optimizer, self.g_optimizer = d_optimizer, g_optimizer
+        self._bind_optimizers()
 
     def d_step_computation(self, n: int) -> Any:
         """The D step for batch size ``n``: ``(x, z) -> (d_cost, None)``, updating D only."""
-        if n not in self._d_steps:
-            x, z = self._real(n), self._noise(n)
-            bce = CrossEntropyBinary()
-            p_real, real_updates = self._discriminate(x)
-            fake = ng.stop_gradient(self._fake(z, True))
-            p_fake, _ = self._discriminate(fake)  # the fake batch's running-average updates are dropped
-            d_cost = bce(p_real, self._labels(p_real, 1.0)) + bce(p_fake, self._labels(p_fake, 0.0))
-            update = self.d_optimizer(d_cost, self.discriminator.trainable_variables)
-            self._d_steps[n] = self.transformer.computation([d_cost, ng.doall([update, *real_updates])], x, z)
-        return self._d_steps[n]
+        return self._d_steps.get(n, self._compile_d_step, key=(self.d_optimizer,))
+
+    def _compile_d_step(self, n: int) -> Any:
+        x, z = self._real(n), self._noise(n)
+        bce = CrossEntropyBinary()
+        p_real = self._discriminate(x)
+        p_fake = self._discriminate(ng.stop_gradient(self._fake(z, True)))
+        d_cost = bce(p_real, self._labels(p_real, 1.0)) + bce(p_fake, self._labels(p_fake, 0.0))
+        update = self.d_optimizer(d_cost, self.discriminator.trainable_variables)
+        # D's running averages follow the real batch only: the updates computed from x, not from z
+        updates = graph_updates(self.discriminator, [x])
+        return self.transformer.computation([d_cost, ng.doall([update, *updates])], x, z)
 
     def g_step_computation(self, n: int) -> Any:
         """The G step for batch size ``n``: ``z -> (g_cost, None)``, updating G only."""
-        if n not in self._g_steps:
-            z = self._noise(n)
-            g_before = {id(u) for u in self.generator.updates}
-            fake = self._fake(z, True)
-            g_updates = [u for u in self.generator.updates if id(u) not in g_before]
-            p_fake, _ = self._discriminate(fake)  # D is read, never written, in the G step
-            g_cost = CrossEntropyBinary()(p_fake, self._labels(p_fake, 1.0))
-            update = self.g_optimizer(g_cost, self.generator.trainable_variables)
-            self._g_steps[n] = self.transformer.computation([g_cost, ng.doall([update, *g_updates])], z)
-        return self._g_steps[n]
+        return self._g_steps.get(n, self._compile_g_step, key=(self.g_optimizer,))
+
+    def _compile_g_step(self, n: int) -> Any:
+        z = self._noise(n)
+        p_fake = self._discriminate(self._fake(z, True))  # D is read, never written, in the G step
+        g_cost = CrossEntropyBinary()(p_fake, self._labels(p_fake, 1.0))
+        update = self.g_optimizer(g_cost, self.generator.trainable_variables)
+        return self.transformer.computation([g_cost, ng.doall([update, *graph_updates(self.generator, [z])])], z)
 
     def draw_noise(self, n: int, rng: np.random.Generator | None = None) -> np.ndarray:
         """Standard normal noise ``(noise_dim, n)`` (batch last), from ``rng`` or the training generator."""
@@ -207,7 +223,6 @@ class GAN(TransformerOwner):
         """
         n = int(x.shape[-1])
         d_step, g_step = self.d_step_computation(n), self.g_step_computation(n)
-        self._load_pending_optimizer_state()  # both optimizers' state exists from here on
         d_total = 0.0
         for _ in range(k):
             d_total += float(d_step(x, self.draw_noise(n))[0])
@@ -218,18 +233,10 @@ class GAN(TransformerOwner):
         """Use these optimizers for ``train_step`` (``fit`` calls it)."""
         self._check_optimizers(d_optimizer, g_optimizer)
 
-    def _set_learning_rates(self, epoch: int) -> tuple[float, float]:
-        rates = []
-        for opt in (self.d_optimizer, self.g_optimizer):
-            values = opt.learning_rates_at(epoch)
-            for var, rate in values.items():
-                self.transformer.write_variable(var, rate)
-            rates.append(float(next(iter(values.values()))))
-        return rates[0], rates[1]
-
     # -- training ------------------------------------------------------------------------------------
     def fit(self, dataset: Any, num_epochs: int, d_optimizer: Any, g_optimizer: Any,
-            callbacks: Iterable[Callback] | None = None, k: int = 1) -> History:
+            callbacks: Iterable[Callback] | None = None, k: int = 1, resume_from: str | Path | None = None,
+            progress: bool = False) -> History:
         """Train for epochs ``self.epoch .. num_epochs - 1`` (targets, if any, are ignored).
 
         Args:
@@ -239,6 +246,10 @@ class GAN(TransformerOwner):
             callbacks: ``Callback`` objects (they see ``d_cost``/``g_cost`` per minibatch and epoch;
                 ``self.stop_training = True`` ends training after the epoch).
             k: discriminator steps per generator step.
+            resume_from: a checkpoint (``save_params``/``Checkpoint``): load both networks' weights,
+                both optimizers' state, the epoch and the history, and continue from that epoch — to
+                the same result as an uninterrupted run (the noise generator's state is saved too).
+            progress: show a tqdm progress bar.
 
         Returns:
             the ``History``: per epoch ``d_cost``, ``g_cost`` (means over the samples), ``d_lr``, ``g_lr``.
@@ -250,40 +261,20 @@ class GAN(TransformerOwner):
             raise ModelError(f"GAN.fit: num_epochs must be an int >= 0, received {num_epochs!r}")
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise ModelError(f"GAN.fit: k must be an int >= 1, received {k!r}")
-        shape, _ = _dataset_shapes(dataset, "dataset")
+        shape, _ = dataset_shapes(dataset, "dataset")
         if self.sample_shape is None:
             self.build(shape)
         elif tuple(shape) != self.sample_shape:
             raise DataError(f"GAN.fit: samples of shape {tuple(shape)}, expected {self.sample_shape}")
-        self._check_optimizers(d_optimizer, g_optimizer)
-        callbacks = list(callbacks or [])
-        self.stop_training = False
-        params = {"num_epochs": num_epochs, "initial_epoch": self.epoch, "nbatches": _nbatches(dataset)}
-        for cb in callbacks:
-            cb.set_model(self, params)
-        for cb in callbacks:
-            cb.on_train_begin({})
-        for epoch in range(self.epoch, num_epochs):
-            d_lr, g_lr = self._set_learning_rates(epoch)
-            if hasattr(dataset, "set_epoch"):
-                dataset.set_epoch(epoch)
-            for cb in callbacks:
-                cb.on_epoch_begin(epoch, {"d_lr": d_lr, "g_lr": g_lr})
-            d_total = g_total = 0.0
-            seen = 0
-            for i, (x, _y) in enumerate(dataset):
-                for cb in callbacks:
-                    cb.on_minibatch_begin(epoch, i, {})
-                n = int(x.shape[-1])
-                d_cost, g_cost = self.train_step(np.asarray(x, dtype=np.float32), k)
-                d_total, g_total, seen = d_total + d_cost * n, g_total + g_cost * n, seen + n
-                for cb in callbacks:
-                    cb.on_minibatch_end(epoch, i, {"d_cost": d_cost, "g_cost": g_cost, "cost": g_cost,
-                                                   "batch_size": n})
-            logs = {"d_lr": d_lr, "g_lr": g_lr, "d_cost": d_total / max(seen, 1), "g_cost": g_total / max(seen, 1)}
-            if self._end_epoch(epoch, logs, callbacks):
-                break
-        return self._end_training(callbacks)
+        self._check_optimizers(d_optimizer, g_optimizer)  # both optimizers' state exists from here on
+
+        def step(x: np.ndarray, _y: Any) -> dict[str, float]:
+            d_cost, g_cost = self.train_step(np.asarray(x, dtype=np.float32), k)
+            return {"d_cost": d_cost, "g_cost": g_cost, "cost": g_cost}
+
+        return fit_loop(self, dataset, num_epochs, step, learning_rates={"d_lr": d_optimizer, "g_lr": g_optimizer},
+                        means={"d_cost": "d_cost", "g_cost": "g_cost"}, callbacks=callbacks,
+                        initial_epoch=self.epoch, resume_from=resume_from, progress=progress, who="GAN.fit")
 
     # -- sampling --------------------------------------------------------------------------------------
     def generate(self, n: int, seed: int | None = 0, z: np.ndarray | None = None,
@@ -313,14 +304,14 @@ class GAN(TransformerOwner):
             if m not in self._generate:
                 zp = self._noise(m)
                 fake = self._fake(zp, False)
-                self._generate[m] = (self.transformer.computation(fake, zp), fake)
+                self._generate[m] = (self.transformer.computation(fake, zp, mode="inference"), fake)
             comp, fake = self._generate[m]
             out = comp(np.ascontiguousarray(part))
             chunks.append(np.moveaxis(out, fake.axes.index(fake.axes.batch_axis), 0))
         return np.concatenate(chunks, axis=0)
 
     # -- checkpoints -------------------------------------------------------------------------------------
-    def _keys(self) -> tuple[dict[str, ng.Op], dict[str, ng.Op]]:
+    def checkpoint_keys(self) -> tuple[dict[str, ng.Op], dict[str, ng.Op]]:
         state: list[ng.Op] = []
         for opt in (self.d_optimizer, self.g_optimizer):
             if opt is not None:
@@ -331,25 +322,18 @@ class GAN(TransformerOwner):
         """Both networks' weights, both optimizers' state, the epoch and the history, to HDF5 (atomic)."""
         if self.sample_shape is None:
             raise ModelError("GAN.save_params: the GAN has no variables yet")
-        params, opt = self._keys()
-        t = self.transformer
-
-        def values(keys: dict[str, ng.Op]) -> dict[str, np.ndarray]:
-            return {key: t.read_variable(v).astype(v.dtype, copy=False) for key, v in keys.items()}
-
-        write_checkpoint(path, CheckpointData(params=values(params), optimizer=values(opt), epoch=self.epoch,
-                                              input_shape=self.sample_shape, history=self.history.as_dict(),
-                                              model=[{"class_name": "GAN", "noise_dim": self.noise_dim}]))
+        self.save(path, self.sample_shape, [{"class_name": "GAN", "noise_dim": self.noise_dim,
+                                             "rng_state": self.rng.bit_generator.state}])
 
     def load_params(self, path: str | Path, optimizer_state: bool = True) -> None:
-        """Load ``save_params``' file: weights, epoch, history and (``optimizer_state``) both optimizers'
-        state. The optimizers create their state when the training steps are built, so state loaded
-        before that waits and is written at the first ``train_step`` (``fit`` included) — resuming
-        with fresh ``GAN``/optimizer objects continues exactly where the saved run stopped.
+        """Load ``save_params``' file: weights, epoch, history, the training noise generator's state and
+        (``optimizer_state``, for the optimizers set: ``set_optimizers`` or ``fit``) both optimizers' state.
 
         Raises:
-            CheckpointError: a file that does not fit (nothing is written then); optimizer state that
-                does not fit the optimizers is reported when it is written.
+            CheckpointError: a file that does not fit (nothing is written then).
+
+        Example:
+            >>> gan.set_optimizers(Adam(2e-4), Adam(2e-4)); gan.load_params("gan.h5")
         """
         path = Path(path)
         data = read_checkpoint(path)
@@ -357,7 +341,15 @@ class GAN(TransformerOwner):
             if data.input_shape is None:
                 raise CheckpointError(f"{path}: records no sample shape")
             self.build(tuple(data.input_shape))
-        self._restore(path, data, optimizer_state, optimizer_built=bool(self._d_steps) and bool(self._g_steps))
+        self.restore(path, data, optimizer_state)
+
+    def restore(self, path: str | Path, data: CheckpointData | None = None, optimizer_state: bool = True) -> None:
+        """``TrainingOwner.restore``, then the noise generator's state (so a resumed fit draws the same noise)."""
+        data = read_checkpoint(Path(path)) if data is None else data
+        super().restore(path, data, optimizer_state)
+        saved = data.model[0].get("rng_state") if data.model and isinstance(data.model[0], dict) else None
+        if saved is not None:
+            self.rng.bit_generator.state = saved
 
     def __repr__(self) -> str:
         return f"GAN(generator={self.generator!r}, discriminator={self.discriminator!r}, noise_dim={self.noise_dim})"

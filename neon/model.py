@@ -4,13 +4,10 @@ The model owns one transformer, so the training and inference graphs, built from
 layer objects (the first inside ``training_mode(True)``, the second inside
 ``training_mode(False)``), read and write one set of variables.
 
-**Batch sizes.** Named axes give every graph a fixed batch length ``N``, and datasets yield
-their last partial batch at its true size (1,000 samples in batches of 128 end with one of
-104). The model therefore compiles one computation per batch size it meets, cached: calling
-the layers again on a placeholder with another ``N`` builds a second graph over the same
-variables (a layer's variables never depend on ``N``), and calling the optimizer again
-reuses its state variables. A typical epoch compiles two training computations, once; no
-sample is dropped or seen twice, and costs and metrics average over exactly ``ndata``.
+**Batch sizes.** Every graph has a fixed batch length ``N`` and datasets yield their last
+partial batch at its true size, so the model compiles one training computation per batch size
+(``neon.training.ComputationCache``) over the same variables; no sample is dropped or seen
+twice. The loop itself is ``neon.training.fit_loop``; ``freeze`` between fits takes effect.
 
 Example:
     >>> model = Model([Affine(512, GlorotUniform(), activation=Rectlin()),
@@ -32,106 +29,32 @@ import numpy as np
 
 import ngraph_core as ng
 
-from .callbacks import Callback, History, ProgressBar
-from .data import ArrayIterator, DataError
+from .callbacks import Callback, History
+from .data import ArrayIterator, DataError, dataset_shapes, in_order
+from .data import batch_size as first_batch_size
 from .layers import Layer, training_mode
-from .saving import CheckpointData, CheckpointError, check_entries, read_checkpoint, variable_keys, write_checkpoint
+from .layers.base import name_children
+from .saving import CheckpointError, read_checkpoint, variable_keys
+from .training import (
+    ComputationCache,
+    TrainingOwner,
+    bind_optimizer,
+    fit_loop,
+    freeze,
+    graph_updates,
+    sample_placeholder,
+    trainable_set,
+    unfreeze,
+)
 
-FEATURE_AXIS_NAMES = {1: ("F",), 2: ("H", "W"), 3: ("C", "H", "W"), 4: ("C", "D", "H", "W")}
+__all__ = ["Model", "ModelError", "sample_placeholder"]
 
 
 class ModelError(ng.NgraphError, ValueError):
     """The model was used in a way it cannot support (unbuilt, bad arguments, a mismatched optimizer)."""
 
 
-def sample_placeholder(shape: Sequence[int], n: int) -> ng.Op:
-    """The input placeholder for ``n`` samples of ``shape``: feature axes named C/H/W (or F...), then ``N``."""
-    names = FEATURE_AXIS_NAMES.get(len(shape), tuple(f"D{i}" for i in range(len(shape))))
-    axes = [ng.make_axis(length, name) for length, name in zip(shape, names, strict=True)]
-    return ng.placeholder([*axes, ng.make_axis(n, "N")], name="X")
-
-
-class TransformerOwner:
-    """One transformer holding a model's variables, created on first use, and the computations
-    compiled on it (``_caches``: dicts of computations keyed by batch size, emptied by ``close``)."""
-
-    backend: str
-    transformer_options: dict[str, Any]
-    _transformer: Any = None
-
-    def _caches(self) -> list[dict]:
-        return []
-
-    @property
-    def transformer(self) -> Any:
-        """The transformer holding the variables (created on first use)."""
-        if self._transformer is None:
-            self._transformer = ng.transformers.make_transformer(self.backend, **self.transformer_options)
-        return self._transformer
-
-    def close(self) -> None:
-        """Release the transformer (and with it the variables' values) and the computations on it."""
-        if self._transformer is not None:
-            self._transformer.close()
-        self._transformer = None
-        for cache in self._caches():
-            cache.clear()
-
-    # -- the end of a fit epoch, alike for both models ------------------------------------------------
-    stop_training: bool
-
-    def _end_epoch(self, epoch: int, logs: dict[str, Any], callbacks: Sequence[Callback]) -> bool:
-        """Count the epoch, record its logs, run the callbacks; True when one asked to stop."""
-        self.epoch = epoch + 1
-        self.history.append(epoch, logs)
-        for cb in callbacks:
-            cb.on_epoch_end(epoch, logs)
-        return self.stop_training
-
-    def _end_training(self, callbacks: Sequence[Callback]) -> History:
-        for cb in callbacks:
-            cb.on_train_end({"epoch": self.epoch})
-        return self.history
-
-    # -- checkpoints: both models restore weights, epoch, history and optimizer state alike ----------
-    _pending_optimizer_state: tuple[Path, dict[str, np.ndarray]] | None = None
-    epoch: int
-    history: History
-
-    def _keys(self) -> tuple[dict[str, ng.Op], dict[str, ng.Op]]:
-        """Checkpoint key -> variable, for the weights and for the optimizers' state."""
-        raise NotImplementedError
-
-    def _restore(self, path: Path, data: CheckpointData, optimizer_state: bool, optimizer_built: bool) -> None:
-        """Write a checkpoint's weights, epoch and history, and (``optimizer_state``) its optimizer
-        state: now when the optimizers' variables exist (``optimizer_built``), else at the next
-        ``_load_pending_optimizer_state``. Every key present now is checked before anything is written."""
-        params, opt = self._keys()
-        check_entries(path, "params", params, data.params)
-        pending = (path, data.optimizer) if optimizer_state and data.optimizer else None
-        if pending is not None and optimizer_built:
-            check_entries(path, "optimizer", opt, data.optimizer)
-        for key, var in params.items():
-            self.transformer.write_variable(var, data.params[key])
-        self.epoch = data.epoch
-        self.history = History(data.history)
-        self._pending_optimizer_state = pending
-        if optimizer_built:
-            self._load_pending_optimizer_state()
-
-    def _load_pending_optimizer_state(self) -> None:
-        """Write optimizer state that ``_restore`` kept for when the optimizers' variables exist."""
-        if self._pending_optimizer_state is None:
-            return
-        path, state = self._pending_optimizer_state
-        _, opt = self._keys()
-        check_entries(path, "optimizer", opt, state)
-        for key, var in opt.items():
-            self.transformer.write_variable(var, state[key])
-        self._pending_optimizer_state = None
-
-
-class Model(TransformerOwner):
+class Model(TrainingOwner):
     """A neural network: layers (a list becomes ``Sequential``) and the transformer that runs them.
 
     Args:
@@ -161,6 +84,7 @@ class Model(TransformerOwner):
             layers = Sequential(list(layers))
         if not isinstance(layers, Layer):
             raise ModelError(f"Model: expected a layer or a list of layers, received {type(layers).__name__}")
+        name_children([layers])  # an unnamed top layer is Sequential_0 in every model
         self.layers = layers
         self.backend = backend
         self.transformer_options = transformer_options
@@ -171,13 +95,16 @@ class Model(TransformerOwner):
         self.optimizer: Any = None
         self._transformer: Any = None
         self._outputs: dict[int, tuple[ng.Op, ng.Op, Any]] = {}   # N -> (X, y_hat, computation or None)
-        self._train: dict[int, Any] = {}                           # N -> training computation
-        self._train_owner: tuple[Any, Any, tuple[int, ...]] | None = None
+        # N -> training computation, for one (cost, optimizer, y shape) and one set of trainable variables
+        self._train = ComputationCache(lambda: trainable_set(self.layers.variables))
         self._evals: dict[tuple, Any] = {}                         # (ids of cost/metrics, N, y shape) -> comp
 
     # -- the transformer and the graphs ------------------------------------------------------------
-    def _caches(self) -> list[dict]:
+    def caches(self) -> list[Any]:
         return [self._outputs, self._train, self._evals]
+
+    def optimizers(self) -> list[Any]:
+        return [self.optimizer] if self.optimizer is not None else []
 
     @property
     def built(self) -> bool:
@@ -233,30 +160,37 @@ class Model(TransformerOwner):
 
     def _training(self, n: int, y_shape: tuple[int, ...], shape: Sequence[int], cost: Any, optimizer: Any) -> Any:
         """The training computation for batch size ``n``: ``(x, y) -> (cost, None)`` updating the variables."""
-        owner = self._train_owner
-        if owner is None or owner[0] is not cost or owner[1] is not optimizer or owner[2] != y_shape:
-            self._train.clear()  # compiled for another cost or optimizer (kept alive here, so never confused)
-            self._train_owner = (cost, optimizer, y_shape)
-        if n not in self._train:
-            state_before = list(getattr(optimizer, "state_variables", []))
-            updates_before = {id(u) for u in self.layers.updates}
-            x = self._input(shape, n)
-            with training_mode(True):
-                y_hat = self.layers(x)
-            y = self._targets(y_hat, y_shape, n)
-            loss = cost(y_hat, y)
-            if not isinstance(loss, ng.Op) or len(loss.axes) != 0:
-                raise ModelError(f"Model.fit: the cost must return a scalar op, received "
-                                 f"{loss.axes if isinstance(loss, ng.Op) else type(loss).__name__}")
-            step = optimizer(loss, self.layers.trainable_variables)
-            state_after = list(getattr(optimizer, "state_variables", []))
-            if [id(v) for v in state_after[:len(state_before)]] != [id(v) for v in state_before]:
-                raise ModelError("Model.fit: the optimizer replaced its state variables when called for a second "
-                                 "batch size; hint: an optimizer must keep one state per variable across calls")
-            layer_updates = [u for u in self.layers.updates if id(u) not in updates_before]
-            self._train[n] = self.transformer.computation([loss, ng.doall([step, *layer_updates])], x, y)
-            self._load_pending_optimizer_state()
-        return self._train[n]
+        return self._train.get(n, lambda n: self._compile_training(n, y_shape, shape, cost, optimizer),
+                               key=(cost, optimizer, y_shape))
+
+    def _compile_training(self, n: int, y_shape: tuple[int, ...], shape: Sequence[int], cost: Any,
+                          optimizer: Any) -> Any:
+        x = self._input(shape, n)
+        with training_mode(True):
+            y_hat = self.layers(x)
+        y = self._targets(y_hat, y_shape, n)
+        loss = cost(y_hat, y)
+        if not isinstance(loss, ng.Op) or len(loss.axes) != 0:
+            raise ModelError(f"Model.fit: the cost must return a scalar op, received "
+                             f"{loss.axes if isinstance(loss, ng.Op) else type(loss).__name__}")
+        step = optimizer(loss, self.layers.trainable_variables)
+        return self.transformer.computation([loss, ng.doall([step, *graph_updates(self.layers, [x])])], x, y)
+
+    def freeze(self, items: Any = None) -> list[ng.Op]:
+        """Stop training layers' or given variables (default: all); the next step recompiles (``training.freeze``).
+
+        Example:
+            >>> model.freeze(model.layers[0])
+        """
+        return freeze(self.layers if items is None else items)
+
+    def unfreeze(self, items: Any = None) -> list[ng.Op]:
+        """Train frozen variables again (layers' or given ones; default: every one).
+
+        Example:
+            >>> model.unfreeze(model.layers[0])
+        """
+        return unfreeze(self.layers if items is None else items)
 
     # -- training ------------------------------------------------------------------------------------
     def fit(self, train_set: Any, cost: Any, optimizer: Any, num_epochs: int,
@@ -299,58 +233,26 @@ class Model(TransformerOwner):
         if isinstance(num_epochs, bool) or not isinstance(num_epochs, int) or num_epochs < 0:
             raise ModelError(f"Model.fit: num_epochs must be an int >= 0, received {num_epochs!r}")
         metrics = _as_list(metric)
-        callbacks = list(callbacks or [])
-        if progress and not any(isinstance(c, ProgressBar) for c in callbacks):
-            callbacks.insert(0, ProgressBar())
-        shape, y_shape = _dataset_shapes(train_set, "train_set")
+        shape, y_shape = dataset_shapes(train_set, "train_set")
         if y_shape is None:
             raise DataError("Model.fit: train_set yields no targets (y is None); hint: ArrayIterator(X, y, nclass=...)")
+        if not self.built:
+            self.build(shape, first_batch_size(train_set))
+        self._input(shape, 1)  # the data fits the model
         self.optimizer = optimizer
-        self._training(_batch_size(train_set), y_shape, shape, cost, optimizer)  # builds state and lr variables
-        if resume_from is not None:
-            self.load_params(resume_from)
-            initial_epoch = self.epoch
-        self.history = self.history.truncated(initial_epoch) if initial_epoch > 0 else History()
-        self.stop_training = False
-        params = {"num_epochs": num_epochs, "initial_epoch": initial_epoch, "nbatches": _nbatches(train_set)}
-        for cb in callbacks:
-            cb.set_model(self, params)
-        for cb in callbacks:
-            cb.on_train_begin({})
-        for epoch in range(initial_epoch, num_epochs):
-            lr = self._set_learning_rate(optimizer, epoch)
-            if hasattr(train_set, "set_epoch"):
-                train_set.set_epoch(epoch)
-            for cb in callbacks:
-                cb.on_epoch_begin(epoch, {"lr": lr})
-            total, seen = 0.0, 0
-            for i, (x, y) in enumerate(train_set):
-                for cb in callbacks:
-                    cb.on_minibatch_begin(epoch, i, {})
-                n = x.shape[-1]
-                loss = float(self._training(n, y_shape, shape, cost, optimizer)(x, y)[0])
-                total, seen = total + loss * n, seen + n
-                for cb in callbacks:
-                    cb.on_minibatch_end(epoch, i, {"cost": loss, "batch_size": n})
-            logs: dict[str, float] = {"lr": lr, "train_cost": total / max(seen, 1)}
-            if valid_set is not None:
-                results = self._evaluate(valid_set, cost, metrics)
-                logs.update({f"valid_{name}": value for name, value in results.items()})
-            if self._end_epoch(epoch, logs, callbacks):
-                break
-        return self._end_training(callbacks)
+        bind_optimizer(optimizer, self.layers.variables)  # its state exists before anything is restored
 
-    def _set_learning_rate(self, optimizer: Any, epoch: int) -> float | None:
-        """Write the optimizer's learning rate(s) for ``epoch``; the (first) rate, for the logs."""
-        if hasattr(optimizer, "learning_rates_at"):
-            rates = optimizer.learning_rates_at(epoch)
-        elif getattr(optimizer, "lr_variable", None) is not None:
-            rates = {optimizer.lr_variable: optimizer.learning_rate_at(epoch)}
-        else:
-            return None
-        for var, rate in rates.items():
-            self.transformer.write_variable(var, rate)
-        return float(next(iter(rates.values()))) if rates else None
+        def step(x: np.ndarray, y: np.ndarray) -> dict[str, float]:
+            return {"cost": float(self._training(x.shape[-1], y_shape, shape, cost, optimizer)(x, y)[0])}
+
+        def validate(epoch: int) -> dict[str, float]:
+            results = self._evaluate(valid_set, cost, metrics)
+            return {f"valid_{name}": value for name, value in results.items()}
+
+        return fit_loop(self, train_set, num_epochs, step, learning_rates={"lr": optimizer},
+                        means={"cost": "train_cost"}, callbacks=callbacks, initial_epoch=initial_epoch,
+                        resume_from=resume_from, progress=progress,
+                        end_epoch=validate if valid_set is not None else None, who="Model.fit")
 
     # -- evaluation --------------------------------------------------------------------------------------
     def eval(self, dataset: Any, metric: Any) -> float | dict[str, float]:
@@ -374,11 +276,11 @@ class Model(TransformerOwner):
 
     def _evaluate(self, dataset: Any, cost: Any, metrics: list[Any]) -> dict[str, float]:
         """``{"cost": mean cost, <metric name>: value}`` over ``dataset`` with the inference graph."""
-        shape, y_shape = _dataset_shapes(dataset, "dataset")
+        shape, y_shape = dataset_shapes(dataset, "dataset")
         if y_shape is None:
             raise DataError("Model.eval: the dataset yields no targets (y is None); hint: ArrayIterator(X, y, ...)")
         cost_total, sums, seen = 0.0, [0.0] * len(metrics), 0
-        for x, y in _in_order(dataset):
+        for x, y in in_order(dataset):
             n = x.shape[-1]
             key = (id(cost), tuple(id(m) for m in metrics), n, y_shape)
             comp = self._evals.get(key)
@@ -386,7 +288,8 @@ class Model(TransformerOwner):
                 xp, y_hat = self._inference(n, shape)
                 yp = self._targets(y_hat, y_shape, n)
                 ops = ([cost(y_hat, yp)] if cost is not None else []) + [m(y_hat, yp) for m in metrics]
-                comp = self._evals[key] = (self.transformer.computation(ops, xp, yp), cost, metrics)
+                comp = self._evals[key] = (self.transformer.computation(ops, xp, yp, mode="inference"), cost,
+                                           metrics)
             values = comp[0](x, y)
             if cost is not None:
                 cost_total += float(values[0]) * n
@@ -407,14 +310,14 @@ class Model(TransformerOwner):
         Example:
             >>> probs = model.get_outputs(test)  # (1000, 10)
         """
-        shape, _ = _dataset_shapes(dataset, "dataset")
+        shape, _ = dataset_shapes(dataset, "dataset")
         chunks = []
-        for x, _y in _in_order(dataset):
+        for x, _y in in_order(dataset):
             n = x.shape[-1]
             xp, y_hat = self._inference(n, shape)
             entry = self._outputs[n]
             if entry[2] is None:
-                entry = self._outputs[n] = (xp, y_hat, self.transformer.computation(y_hat, xp))
+                entry = self._outputs[n] = (xp, y_hat, self.transformer.computation(y_hat, xp, mode="inference"))
             out = entry[2](x)
             chunks.append(np.moveaxis(out, y_hat.axes.index(y_hat.axes.batch_axis), 0))
         return np.concatenate(chunks, axis=0)
@@ -441,10 +344,10 @@ class Model(TransformerOwner):
                                               lshape=lshape))
 
     def _default_batch_size(self) -> int:
-        return max(self._train) if self._train else 128
+        return max(self._train.sizes()) if self._train else 128
 
     # -- checkpoints ------------------------------------------------------------------------------------
-    def _keys(self) -> tuple[dict[str, ng.Op], dict[str, ng.Op]]:
+    def checkpoint_keys(self) -> tuple[dict[str, ng.Op], dict[str, ng.Op]]:
         state = list(getattr(self.optimizer, "state_variables", [])) if self.optimizer is not None else []
         params, opt = variable_keys(self.variables, state)
         return params, opt
@@ -462,24 +365,15 @@ class Model(TransformerOwner):
         Example:
             >>> model.save_params("out/mnist_mlp.h5")
         """
-        self._require_built()
-        params, opt = self._keys()
-        t = self.transformer
-
-        def values(keys: dict[str, ng.Op]) -> dict[str, np.ndarray]:
-            return {k: t.read_variable(v).astype(v.dtype, copy=False) for k, v in keys.items()}
-
-        write_checkpoint(path, CheckpointData(
-            params=values(params), optimizer=values(opt), epoch=self.epoch, input_shape=self.input_shape,
-            history=self.history.as_dict(), model=[_config(self.layers)]))
+        self.save(path, self._require_built(), [_config(self.layers)])
 
     def load_params(self, path: str | Path, optimizer_state: bool = True) -> None:
         """Load a checkpoint written by ``save_params``: weights, epoch, history and optimizer state.
 
         Everything is checked before anything is written, so a checkpoint that does not fit
         leaves the model unchanged. An unbuilt model is built from the input shape the
-        checkpoint records. Optimizer state is loaded now when the model has been trained,
-        else when ``fit`` builds the training graph.
+        checkpoint records. Optimizer state is loaded when an optimizer is bound to the model
+        (``fit`` binds one; ``fit(resume_from=...)`` binds it, then loads).
 
         Args:
             path: the checkpoint.
@@ -499,7 +393,7 @@ class Model(TransformerOwner):
                 raise CheckpointError(f"{path}: records no input shape; hint: build the model first "
                                       "(model.build(input_shape))")
             self.build(data.input_shape)
-        self._restore(path, data, optimizer_state, optimizer_built=self._train)
+        self.restore(path, data, optimizer_state)
 
     def __repr__(self) -> str:
         return f"Model({self.layers!r})"
@@ -517,36 +411,3 @@ def _config(layer: Any) -> Any:
         return {"class_name": type(layer).__name__, "config": layer.get_config()}
     except Exception:  # noqa: BLE001 - the config is informational only; never fail a save over it
         return {"class_name": type(layer).__name__}
-
-
-def _in_order(dataset: Any) -> Iterable[tuple[np.ndarray, Any]]:
-    """The dataset's batches in data order when it can (``in_order``), else as it iterates."""
-    return dataset.in_order() if hasattr(dataset, "in_order") else iter(dataset)
-
-
-def _batch_size(dataset: Any) -> int:
-    """The size of the dataset's first (full) batch."""
-    size, ndata = getattr(dataset, "batch_size", None), getattr(dataset, "ndata", None)
-    if size is None:
-        x, _ = next(iter(_in_order(dataset)))
-        return int(x.shape[-1])
-    return int(min(size, ndata)) if ndata is not None else int(size)
-
-
-def _nbatches(dataset: Any) -> int | None:
-    try:
-        return len(dataset)
-    except TypeError:
-        return None
-
-
-def _dataset_shapes(dataset: Any, what: str) -> tuple[tuple[int, ...], tuple[int, ...] | None]:
-    """One sample's input shape and target shape (None when the dataset has no targets)."""
-    if hasattr(dataset, "shape") and hasattr(dataset, "y_shape"):
-        return tuple(dataset.shape), (None if dataset.y_shape is None else tuple(dataset.y_shape))
-    try:
-        x, y = next(iter(_in_order(dataset)))
-    except (StopIteration, TypeError, ValueError):
-        raise DataError(f"Model: {what} must yield (x, y) batches with the batch axis last, e.g. an "
-                        "ArrayIterator") from None
-    return tuple(np.shape(x)[:-1]), (None if y is None else tuple(np.shape(y)[:-1]))

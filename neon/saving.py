@@ -12,9 +12,9 @@ Every dataset carries a ``crc32`` attribute of its bytes, and ``meta`` has ``met
 a damaged file is reported, never loaded as garbage.
 
 A key is the variable's scope path (the layers that created it) and its name. Layer names
-given by the user are kept; generated ones (``<Kind>_<k>``, numbered per process) are
-renumbered per parent scope in order of appearance, so the same architecture gives the same
-keys in any process, however many models were built before it.
+are relative to their parent (``<Kind>_<k>`` counting same-class siblings, or the user's), so
+the same architecture gives the same keys in any process, however many models were built
+before it — no renumbering at save or load time.
 
 Writes go to a temporary file in the target's directory, then ``os.replace`` it: a failed or
 interrupted save leaves any previous file untouched.
@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import tempfile
 import zlib
 from collections.abc import Iterator, Sequence
@@ -63,43 +62,25 @@ class CheckpointData:
 def variable_keys(*groups: Sequence[ng.Op]) -> list[dict[str, ng.Op]]:
     """A key per variable for each group of variables (model variables, optimizer state...).
 
-    The key is ``<scope path>/<name>``, with generated layer names renumbered per parent in
-    order of appearance over all groups (module docstring). A name that starts with an
-    earlier variable's path (optimizer state is named ``<variable path>/<slot>``) gets that
-    variable's key instead, so ``GradientDescentMomentum/Sequential_0/Affine_0/Linear_0/W/velocity``
-    does not depend on the process either. Two variables that would get the same key get
-    ``_1``, ``_2``... suffixes, in order.
+    The key is ``<scope path>/<name>``. Layer names are relative to their parents
+    (``neon.layers.base``), so the same architecture gives the same keys in any process,
+    however many models were built before it; optimizer state is named
+    ``<variable path>/<slot>`` inside the optimizer's scope
+    (``GradientDescentMomentum/Sequential_0/Affine_0/Linear_0/W/velocity``). A variable
+    named ``<its last scope>/<rest>`` is keyed ``<scope path>/<rest>``. Two variables that
+    would get the same key get ``_1``, ``_2``... suffixes, in order.
 
     Example:
         >>> params, state = variable_keys(model.variables, optimizer.state_variables)
     """
-    renamed: dict[tuple[str, ...], str] = {}  # original scope path -> its canonical last element
-    counters: dict[tuple[tuple[str, ...], str], int] = {}
-    paths: dict[str, str] = {}  # a variable's original path -> its key
     taken: set[str] = set()
     out = []
     for group in groups:
         keys: dict[str, ng.Op] = {}
         for var in group:
-            path: list[str] = []
-            original: list[str] = []
-            for entry in var.meta.scope:
-                original.append(entry.name)
-                name = renamed.get(tuple(original))
-                if name is None:
-                    name = entry.name
-                    if re.fullmatch(rf"{re.escape(entry.kind)}_\d+", entry.name):
-                        slot = (tuple(path), entry.kind)
-                        name = f"{entry.kind}_{counters.get(slot, 0)}"
-                        counters[slot] = counters.get(slot, 0) + 1
-                    renamed[tuple(original)] = name
-                path.append(name)
+            path = [entry.name for entry in var.meta.scope]
             own = var.meta.name or "variable"
-            name = own[len(original[-1]) + 1:] if original and own.startswith(original[-1] + "/") else own
-            for before in sorted(paths, key=len, reverse=True):
-                if name == before or name.startswith(before + "/"):
-                    name = paths[before] + name[len(before):]
-                    break
+            name = own[len(path[-1]) + 1:] if path and own.startswith(path[-1] + "/") else own
             base = "/".join(_clean(part) for part in [*path, *name.split("/")])
             key, k = base, 0
             while key in taken:
@@ -107,7 +88,6 @@ def variable_keys(*groups: Sequence[ng.Op]) -> list[dict[str, ng.Op]]:
                 key = f"{base}_{k}"
             taken.add(key)
             keys[key] = var
-            paths["/".join([*original, own])] = key
         out.append(keys)
     return out
 

@@ -7,8 +7,22 @@ A layer is a callable that *builds ngraph ops* (it never computes anything itsel
   axes — so calling a layer twice shares its weights;
 * every call runs ``call(x)``, which returns the output op.
 
-Both run inside ``ng.name_scope(self.name, kind=<class name>)``, so every op records the
-layer that made it (selectors, saving and optimizer groups read ``meta.scope``).
+Both run inside ``ng.name_scope(self.name, kind=<class name>, kinds=<class hierarchy>)``, so
+every op records the layer that made it and the classes it derives from (selectors, saving and
+optimizer groups read ``meta.scope``; a selector for ``Conv`` matches a subclass of ``Conv``).
+
+**Names are relative to the parent.** A layer built without a name gets a provisional,
+process-unique one (``Affine_17``) so that layers used on their own never clash. A container
+(and ``Model``/``GAN`` for their top layers) renames its unnamed, unbuilt children
+``<Class>_<k>``, ``k`` counting the earlier children of the same class (names users gave are
+skipped), so the same architecture gives the same scope paths — and checkpoint keys — however
+many models the process built before. A name the user gives always wins; a name of the
+generated form (``Affine_0``, as a config round trip passes back) counts as generated.
+
+**Updates are declared.** A layer's side effects (``BatchNorm``'s running averages) are ops
+registered with ``add_update``: they carry the label ``update`` and the layer's scope, and
+``layer.updates`` collects them over the layer tree; the training loop takes those that read
+the graph's own inputs (``neon.training.graph_updates``).
 
 Train vs inference behaviour (Dropout, BatchNorm) is a mode flag read while building:
 ``Model`` builds its training graph inside ``training_mode(True)`` and its inference
@@ -19,9 +33,11 @@ one set of variables — never two models.
 from __future__ import annotations
 
 import contextvars
+import functools
 import itertools
+import re
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -55,8 +71,54 @@ def is_training() -> bool:
 
 
 def auto_name(kind: str) -> str:
-    """``Affine_0``, ``Affine_1``...: a process-unique default layer name."""
+    """``Affine_0``, ``Affine_1``...: a process-unique *provisional* name (a parent renames the layer)."""
     return f"{kind}_{next(_counters[kind])}"
+
+
+def is_generated_name(kind: str, name: str) -> bool:
+    """True for names of the generated form ``<kind>_<k>`` (``Affine_3``)."""
+    return re.fullmatch(rf"{re.escape(kind)}_\d+", name) is not None
+
+
+@functools.cache
+def class_kinds(cls: type) -> tuple[str, ...]:
+    """``cls``'s class hierarchy, most derived first, down to ``Layer`` (``("Conv", "LayerStack", ..., "Layer")``)."""
+    kinds: list[str] = []
+    for base in cls.__mro__:
+        if isinstance(base, type) and issubclass(base, Layer):
+            kinds.append(base.__name__)
+        if base is Layer:
+            break
+    return tuple(kinds)
+
+
+def name_children(children: Iterable[Layer]) -> None:
+    """Give unnamed, unbuilt ``children`` (of one parent) names relative to it: ``<Class>_<k>``.
+
+    ``k`` counts the earlier children of the same class; names the user gave are never
+    changed nor reused. A layer that appears several times is named once.
+
+    Example:
+        >>> a, b = Affine(3), Affine(4)
+        >>> name_children([a, b]); (a.name, b.name)
+        ('Affine_0', 'Affine_1')
+    """
+    unique: dict[int, Layer] = {}
+    for child in children:
+        unique.setdefault(id(child), child)
+    taken = {c.name for c in unique.values() if c.explicit_name or c.built}
+    counts: defaultdict[str, int] = defaultdict(int)
+    for child in unique.values():
+        if child.explicit_name or child.built:
+            continue
+        kind = type(child).__name__
+        name = f"{kind}_{counts[kind]}"
+        while name in taken:
+            counts[kind] += 1
+            name = f"{kind}_{counts[kind]}"
+        counts[kind] += 1
+        taken.add(name)
+        child.rename(name)
 
 
 class Layer:
@@ -79,7 +141,9 @@ class Layer:
             if "/" in name:
                 raise LayerError(f"{type(self).__name__}: name must be a non-empty str without '/', received {name!r}; "
                                  "hint: '/' separates scope levels in checkpoint keys")
-        self.name = name or auto_name(type(self).__name__)
+        kind = type(self).__name__
+        self.explicit_name = name is not None and not is_generated_name(kind, name)
+        self.name = name or auto_name(kind)
         self.built = False
         self._variables: dict[str, ng.Op] = {}
         self._updates: list[ng.Op] = []
@@ -108,7 +172,7 @@ class Layer:
                 f"{self.name}: expected an ngraph op as input, received {type(x).__name__}; "
                 "hint: feed data through ng.placeholder (Model does this for you)"
             )
-        with ng.name_scope(self.name, kind=type(self).__name__):
+        with ng.name_scope(self.name, kind=type(self).__name__, kinds=class_kinds(type(self))):
             if not self.built:
                 self.build(x)
                 self.built = True
@@ -128,14 +192,29 @@ class Layer:
         self._variables[name] = var
         return var
 
+    def rename(self, name: str) -> None:
+        """Set the layer's (generated) name before it is built; its parent calls it (``name_children``).
+
+        Raises:
+            LayerError: the layer is built already (its ops recorded the old name).
+        """
+        if self.built:
+            raise LayerError(f"{self.name} ({type(self).__name__}): expected an unbuilt layer to rename, received "
+                             "a built one; hint: name layers before calling them")
+        self.name = ng.check_name(name, f"{type(self).__name__} layer name", LayerError)
+
     def add_update(self, op: ng.Op) -> None:
-        """Register a side effect the training step must run (e.g. BatchNorm's running averages)."""
-        if op not in self._updates:
-            self._updates.append(op)
+        """Declare a side effect the training step must run (e.g. BatchNorm's running averages).
+
+        The op gets the label ``update`` (it already carries this layer's scope when built in
+        ``call``); ``updates`` lists it, and the training loop runs those of its graph.
+        """
+        if not any(op is u for u in self._updates):
+            self._updates.append(op.labeled("update"))
 
     @property
     def updates(self) -> list[ng.Op]:
-        """Side effects registered while building in training mode (containers add their children's)."""
+        """Side effects declared while building in training mode (containers add their children's)."""
         return list(self._updates)
 
     @property

@@ -97,6 +97,23 @@ def free_name(layer: Layer, x: ng.Op, name: str) -> None:
                           fmt_axes(x.axes), "give the layer another name; its output axis is named after it")
 
 
+def output_axis(layer: Layer, x: ng.Op, length: int, name: str, strict: bool) -> ng.Axis:
+    """The axis a layer creates, named ``name``; when ``x`` has an axis of that name already, a
+    ``strict`` (user-given) name raises ``LayerError``, a generated one becomes ``<name>_1``, ``_2``...
+
+    Generated names are relative to the parent, so a nested layer can share its name with a
+    layer before it (``Conv_0`` inside ``ResidualBlock_0`` after the stem's ``Conv_0``).
+    """
+    if strict:
+        free_name(layer, x, name)
+        return ng.make_axis(length, name=name)
+    candidate, k = name, 0
+    while x.axes.find(candidate) is not None:
+        k += 1
+        candidate = f"{name}_{k}"
+    return ng.make_axis(length, name=candidate)
+
+
 def same_axes(layer: Layer, x_axes: ng.Axes, built: ng.Axes, what: str) -> None:
     """``LayerError`` when a later call's ``what`` axes differ from those the layer was built for."""
     if not ng.make_axes(x_axes).same_set(built):

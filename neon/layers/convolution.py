@@ -24,7 +24,7 @@ import ngraph_core as ng
 from neon import initializers
 
 from .base import Layer, LayerError
-from .checks import as_initializer, describe, fmt_axes, free_name, layer_error, positive_int
+from .checks import as_initializer, describe, fmt_axes, layer_error, output_axis, positive_int
 from .core import LayerStack
 
 WINDOW_AXIS_NAMES = {1: ("S",), 2: ("R", "S"), 3: ("T", "R", "S")}
@@ -128,8 +128,18 @@ class _Filter(Layer):
             raise layer_error(self, "axis_name to be a non-empty str or None", repr(axis_name),
                               "leave it out to name the output axis after the layer")
         self.axis_name = axis_name
-        self.out_axis = ng.make_axis(self.nout, name=axis_name or self.name)
+        self.strict_axis_name = axis_name is not None or self.explicit_name
+        self._out_axis: ng.Axis | None = None
         self.in_channels = 0
+
+    @property
+    def out_axis(self) -> ng.Axis:
+        """The output channel axis (made at build; before it, the axis the current name would give)."""
+        return self._out_axis or ng.make_axis(self.nout, name=self.axis_name or self.name)
+
+    def make_out_axis(self, x: ng.Op) -> None:
+        """Create the output channel axis at build, free of ``x``'s axis names (see ``output_axis``)."""
+        self._out_axis = output_axis(self, x, self.nout, self.axis_name or self.name, self.strict_axis_name)
 
     def spatial_axes(self, x: ng.Op) -> ng.Axes:
         """The spatial axes of ``x``, checking its channels are those the layer was built for."""
@@ -190,7 +200,7 @@ class Convolution(_Filter):
 
     def build(self, x: ng.Op) -> None:
         channel, _, _ = image_roles(self, x, self.rank)
-        free_name(self, x, self.out_axis.name)
+        self.make_out_axis(x)
         if channel.length % self.groups:
             raise layer_error(self, f"input channels divisible by groups={self.groups}", fmt_axes(x.axes),
                               "groups must divide the channel count")
@@ -258,7 +268,7 @@ class Deconvolution(_Filter):
 
     def build(self, x: ng.Op) -> None:
         channel, _, _ = image_roles(self, x, self.rank)
-        free_name(self, x, self.out_axis.name)
+        self.make_out_axis(x)
         self.in_channels = channel.length
         window = _window_axes(self, self.window, [channel.name, self.out_axis.name])
         value = self.init.fill_filter((self.nout, channel.length, *self.window), math.prod(self.window))

@@ -20,8 +20,8 @@ from .checks import (
     describe,
     feature_axes,
     feature_axis,
-    free_name,
     layer_error,
+    output_axis,
     positive_int,
     same_axes,
 )
@@ -60,11 +60,17 @@ class Linear(Layer):
             raise layer_error(self, "axis_name to be a non-empty str or None", repr(axis_name),
                               "leave it out to name the output axis after the layer")
         self.axis_name = axis_name
-        self.out_axis = ng.make_axis(self.nout, name=axis_name or self.name)
+        self.strict_axis_name = axis_name is not None or self.explicit_name
+        self._out_axis: ng.Axis | None = None
+
+    @property
+    def out_axis(self) -> ng.Axis:
+        """The output axis (made at build; before it, the axis the current name would give)."""
+        return self._out_axis or ng.make_axis(self.nout, name=self.axis_name or self.name)
 
     def build(self, x: ng.Op) -> None:
         feature_axis(self, x)
-        free_name(self, x, self.out_axis.name)
+        self._out_axis = output_axis(self, x, self.nout, self.axis_name or self.name, self.strict_axis_name)
         self.in_axes = feature_axes(x)
         self.W = self.add_variable("W", [self.out_axis, *self.in_axes], self.init, labels=("weight",))
 
@@ -148,6 +154,7 @@ class LayerStack(CompositeLayer):
             self.core = make_core()
         except LayerError as exc:
             raise LayerError(f"{describe(self)} > {exc}") from None  # name the layer the user made
+        self.core.strict_axis_name = self.explicit_name  # type: ignore[attr-defined]  # named after this layer
         self.batch_norm = BatchNorm(name="BatchNorm_0") if batch_norm else None
         self.bias = Bias(as_initializer(self, "bias", bias), name="Bias_0") if bias is not None else None
         self.activation = Activation(as_activation(self, activation), name="Activation_0") \
@@ -161,6 +168,11 @@ class LayerStack(CompositeLayer):
     def out_axis(self) -> ng.Axis:
         """The output axis (features or channels, named after this layer)."""
         return self.core.out_axis  # type: ignore[attr-defined]
+
+    def rename(self, name: str) -> None:
+        """Rename the layer and the output axis its core names after it."""
+        super().rename(name)
+        self.core.axis_name = name  # type: ignore[attr-defined]
 
     def call(self, x: ng.Op) -> ng.Op:
         for layer in self.sublayers:

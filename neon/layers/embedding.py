@@ -47,10 +47,11 @@ class LookupTable(Layer):
         self.vocab_size = positive_int(self, "vocab_size", vocab_size)
         self.embedding_dim = positive_int(self, "embedding_dim", embedding_dim)
         self.init = as_initializer(self, "init", initializers.Uniform(-0.05, 0.05) if init is None else init)
-        self.out_axis = ng.make_axis(self.embedding_dim, name=self.name)
-        self.vocab_axis = ng.make_axis(self.vocab_size, name=f"{self.name}_vocab")
 
     def build(self, x: ng.Op) -> None:
+        # made at build, from the name the layer's parent gave it
+        self.out_axis = ng.make_axis(self.embedding_dim, name=self.name)
+        self.vocab_axis = ng.make_axis(self.vocab_size, name=f"{self.name}_vocab")
         self.W = self.add_variable("W", [self.out_axis, self.vocab_axis], self.init, labels=("weight",))
 
     def call(self, x: ng.Op) -> ng.Op:

@@ -25,7 +25,7 @@ from typing import Any
 import ngraph_core as ng
 from neon import activations
 
-from .base import Layer, LayerError
+from .base import Layer, LayerError, name_children
 from .checks import as_activation, describe, fmt_axes, layer_error
 from .composite import CompositeLayer, unique
 from .convolution import Conv, image_roles
@@ -88,6 +88,7 @@ class ResidualBlock(CompositeLayer):
         self.activation = Activation(as_activation(self, activation), name="Activation_0") \
             if activation is not None else None
         self.projection: Conv | None = None
+        name_children(self.sublayers)
 
     @classmethod
     def basic(cls, nout: int, strides: int = 1, shortcut: Any = "A", init: Any = None,

@@ -8,7 +8,9 @@ or in ``custom_objects``.
 One layer object may appear several times in a model (weights shared, a ``BranchNode``
 used by two branches of a ``Tree``). Its config then appears several times with the
 same class and name; ``deserialize_layer`` given one ``memo`` dict builds it once, so
-sharing survives the round trip.
+sharing survives the round trip. Generated names (``Affine_0``) are relative to the parent, so
+they are remembered per container (two containers may each have an ``Affine_0``); names users
+gave are remembered across the whole model.
 
 Example:
     >>> cfg = serialize_layer(Affine(10, name="fc"))
@@ -24,7 +26,9 @@ from typing import Any
 import ngraph_core as ng
 
 from ..registry import subclasses
-from .base import Layer, LayerError
+from .base import Layer, LayerError, is_generated_name
+
+_LOCAL = "__generated_names_of_this_container__"  # the memo entry holding one container's generated names
 
 
 def layer_classes() -> dict[str, type[Layer]]:
@@ -67,12 +71,18 @@ def deserialize_layer(data: dict[str, Any], custom_objects: dict[str, type[Layer
         )
     config = copy.deepcopy(data.get("config", {}))
     key = (name, config.get("name"))
-    if memo is not None and key[1] is not None and key in memo:
-        return memo[key]
+    store = memo
+    if memo is not None and isinstance(key[1], str) and is_generated_name(name, key[1]):
+        store = memo.setdefault(_LOCAL, {})
+    if store is not None and key[1] is not None and key in store:
+        return store[key]
     # containers take the context along to build their children; plain layers take the config only
     try:
         if "memo" in inspect.signature(cls.from_config).parameters:
-            layer = cls.from_config(config, custom_objects=custom_objects, memo=memo)
+            inner = None if memo is None else {**{k: v for k, v in memo.items() if k != _LOCAL}, _LOCAL: {}}
+            layer = cls.from_config(config, custom_objects=custom_objects, memo=inner)
+            if memo is not None and inner is not None:  # user-named layers built inside are shared model-wide
+                memo.update({k: v for k, v in inner.items() if k != _LOCAL})
         else:
             layer = cls.from_config(config)
     except ng.NgraphError:
@@ -82,6 +92,6 @@ def deserialize_layer(data: dict[str, Any], custom_objects: dict[str, type[Layer
             f"deserialize_layer: expected a valid {name} config, received {config!r}: {exc}; "
             "hint: pass what serialize_layer (or a container's get_config) produced"
         ) from exc
-    if memo is not None and key[1] is not None:
-        memo[key] = layer
+    if store is not None and key[1] is not None:
+        store[key] = layer
     return layer

@@ -43,6 +43,9 @@ class Adadelta(Optimizer):
         self.decay = check_number("Adadelta", "decay", decay, 0.0, 1.0, high_open=True)
         self.epsilon = check_number("Adadelta", "epsilon", epsilon, 0.0, low_open=True)
 
+    def slot_names(self) -> tuple[str, ...]:
+        return ("mean_square_grad", "mean_square_delta")
+
     def build_updates(self, grads_and_vars: list[tuple[ng.Op, ng.Op]], lr: ng.Op) -> list[ng.Op]:
         rho, eps = self.decay, self.epsilon
         updates = []

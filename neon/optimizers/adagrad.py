@@ -38,6 +38,9 @@ class Adagrad(Optimizer):
         super().__init__(learning_rate, wdecay, gradient_clip_norm, gradient_clip_value, schedule, name)
         self.epsilon = check_number("Adagrad", "epsilon", epsilon, 0.0)
 
+    def slot_names(self) -> tuple[str, ...]:
+        return ("sum_square",)
+
     def build_updates(self, grads_and_vars: list[tuple[ng.Op, ng.Op]], lr: ng.Op) -> list[ng.Op]:
         updates = []
         for g, var in grads_and_vars:

@@ -43,6 +43,11 @@ class Adam(Optimizer):
         self.beta_2 = check_number("Adam", "beta_2", beta_2, 0.0, 1.0, high_open=True)
         self.epsilon = check_number("Adam", "epsilon", epsilon, 0.0)
 
+    uses_step_count = True
+
+    def slot_names(self) -> tuple[str, ...]:
+        return ("m", "v")
+
     def build_updates(self, grads_and_vars: list[tuple[ng.Op, ng.Op]], lr: ng.Op) -> list[ng.Op]:
         b1, b2 = self.beta_1, self.beta_2
         t = self.step_count()

@@ -10,9 +10,12 @@ of the computation takes one step.
 * Gradients are clipped element-wise (``gradient_clip_value``), then by their global
   norm over all the optimizer's variables (``gradient_clip_norm``), then weight decay
   adds ``wdecay * W`` (L2 regularisation, as neon and PyTorch's ``weight_decay``).
-* State (velocities, moments, the step count ``t``) lives in variables created by the
-  call, labelled ``optimizer_state`` and named ``<variable path>/<slot>``; they are listed
-  by ``optimizer.state_variables`` so checkpoints can save and restore them.
+* State (velocities, moments, the step count ``t``) lives in variables labelled
+  ``optimizer_state`` and named ``<variable path>/<slot>``, created when the optimizer is
+  bound to its variables (``optimizer.build(variables)``: ``Model.fit`` and ``GAN`` do it
+  once the model is built, before any step), so a checkpoint's state can be written at
+  once; they are listed by ``optimizer.state_variables``. Calling the optimizer on
+  variables it was not built for creates their state then.
 * The learning rate lives in a scalar variable (``optimizer.lr_variable``, label
   ``learning_rate``) that ``Model`` writes before each epoch with
   ``learning_rate_at(epoch)`` — changing the rate never recompiles the graph.
@@ -85,6 +88,17 @@ def select_trainable(variables: Iterable[ng.Op], who: str = "optimizer") -> list
     return chosen
 
 
+def select_candidates(variables: Iterable[ng.Op]) -> list[ng.Op]:
+    """The variables an optimizer keeps state for: labelled ``trainable`` or ``frozen`` (frozen ones
+    may be unfrozen later, and keep their state and checkpoint keys meanwhile), once each, in order."""
+    chosen: list[ng.Op] = []
+    for v in variables:
+        labels = v.meta.labels if isinstance(v, ng.Op) and v.op is ng.OpType.VARIABLE else frozenset()
+        if ("trainable" in labels or "frozen" in labels) and not any(v is c for c in chosen):
+            chosen.append(v)
+    return chosen
+
+
 class Optimizer:
     """Base class of the update rules.
 
@@ -98,7 +112,9 @@ class Optimizer:
         schedule: a ``Schedule`` (``get_learning_rate(base_lr, epoch)``); default constant.
         name: names the optimizer's scope, its learning-rate variable and step count.
 
-    Subclasses implement ``build_updates(grads_and_vars, lr) -> list[Op]``.
+    Subclasses implement ``build_updates(grads_and_vars, lr) -> list[Op]`` and list the state
+    they keep per variable in ``slot_names()`` (and set ``uses_step_count``), so ``build``
+    creates it before any step.
 
     Raises:
         OptimizerError: a negative or non-finite learning rate, decay or clip, or a schedule
@@ -109,6 +125,8 @@ class Optimizer:
         >>> update = opt(cost, model.variables)
         >>> step = t.computation([cost, update], X, Y)
     """
+
+    uses_step_count = False  # True: the rule reads the 1-based step count ``step_count()``
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -132,6 +150,7 @@ class Optimizer:
         self.name = name or who
         self.explicit_name = name is not None
         self._state: dict[tuple[ng.Op, str], ng.Op] = {}
+        self._t: ng.Op | None = None
         self._step: ng.Op | None = None
         initial = self.learning_rate_at(0)
         self._lr_variable = ng.variable([], initial_value=initial, name=f"{self.name}/learning_rate",
@@ -172,10 +191,37 @@ class Optimizer:
     def state_variables(self) -> list[ng.Op]:
         """The optimizer's state variables (velocities, moments, step count), in creation order."""
         state = list(self._state.values())
-        return state + ([self._step.src[0]] if self._step is not None else [])
+        return state + ([self._t] if self._t is not None else [])
+
+    def slot_names(self) -> tuple[str, ...]:
+        """The state this rule keeps per variable (``("m", "v")`` for Adam); ``build`` creates it."""
+        return ()
+
+    def build(self, variables: Iterable[ng.Op]) -> None:
+        """Bind the optimizer to ``variables``: create its state for them now, before any step.
+
+        Only ``trainable`` (or ``frozen``) variables get state. Calling it again (another batch
+        size, a resumed fit) creates nothing twice, so checkpoints can write the state at once.
+
+        Raises:
+            OptimizerError: an item that is not a variable op.
+
+        Example:
+            >>> opt.build(model.variables)
+            >>> len(opt.state_variables)  # velocities exist before the first step
+        """
+        variables = list(variables)
+        select_trainable(variables, type(self).__name__)  # type checks only
+        chosen = select_candidates(variables)
+        with ng.name_scope(self.name, kind=type(self).__name__):
+            for var in chosen:
+                for name in self.slot_names():
+                    self.slot(var, name)
+            if self.uses_step_count and chosen:
+                self.step_variable()
 
     def slot(self, var: ng.Op, slot: str, initial_value: float = 0.0) -> ng.Op:
-        """The state variable ``slot`` of ``var`` (created on first use, shaped like ``var``)."""
+        """The state variable ``slot`` of ``var`` (made by ``build``, else on first use; shaped like ``var``)."""
         key = (var, slot)
         if key not in self._state:
             self._state[key] = ng.variable(var.axes, initial_value=initial_value, dtype=var.dtype,
@@ -183,11 +229,17 @@ class Optimizer:
                                            labels=("optimizer_state", slot))
         return self._state[key]
 
+    def step_variable(self) -> ng.Op:
+        """The step-count variable ``t`` (steps taken; made by ``build``, else on first use)."""
+        if self._t is None:
+            self._t = ng.variable([], initial_value=0.0, name=f"{self.name}/t", trainable=False,
+                                  labels=("optimizer_state", "step"))
+        return self._t
+
     def step_count(self) -> ng.Op:
         """``assign(t, t + 1)``: the 1-based number of the step being taken (shared by all variables)."""
         if self._step is None:
-            t = ng.variable([], initial_value=0.0, name=f"{self.name}/t", trainable=False,
-                            labels=("optimizer_state", "step"))
+            t = self.step_variable()
             self._step = ng.assign(t, t + 1.0)
         return self._step
 

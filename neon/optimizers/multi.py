@@ -7,7 +7,7 @@ from typing import Any
 
 import ngraph_core as ng
 
-from .base import Optimizer, OptimizerError, optimizer_from_config, optimizer_to_config
+from .base import Optimizer, OptimizerError, optimizer_from_config, optimizer_to_config, select_candidates
 
 
 class MultiOptimizer(Optimizer):
@@ -96,6 +96,15 @@ class MultiOptimizer(Optimizer):
     def optimizer_for(self, var: ng.Op) -> Optimizer:
         """The optimizer that updates ``var``."""
         return self.optimizer_mapping[self.route(var)]
+
+    def build(self, variables: Sequence[ng.Op]) -> None:
+        """Create each sub-optimizer's state for the variables routed to it (see ``Optimizer.build``)."""
+        groups: dict[int, tuple[Optimizer, list[ng.Op]]] = {}
+        for var in select_candidates(variables):
+            opt = self.optimizer_for(var)
+            groups.setdefault(id(opt), (opt, []))[1].append(var)
+        for opt, chosen in groups.values():
+            opt.build(chosen)
 
     def apply_gradients(self, grads_and_vars: Sequence[tuple[ng.Op, ng.Op]]) -> ng.Op:
         """Hand each ``(gradient, variable)`` pair to its optimizer; one op for all the groups."""

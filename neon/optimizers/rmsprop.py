@@ -40,6 +40,9 @@ class RMSProp(Optimizer):
         self.decay_rate = check_number("RMSProp", "decay_rate", decay_rate, 0.0, 1.0, high_open=True)
         self.epsilon = check_number("RMSProp", "epsilon", epsilon, 0.0)
 
+    def slot_names(self) -> tuple[str, ...]:
+        return ("mean_square",)
+
     def build_updates(self, grads_and_vars: list[tuple[ng.Op, ng.Op]], lr: ng.Op) -> list[ng.Op]:
         rho, eps = self.decay_rate, self.epsilon
         updates = []

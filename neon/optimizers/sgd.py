@@ -52,6 +52,9 @@ class GradientDescentMomentum(Optimizer):
                                  "received momentum_coef=0; hint: set momentum_coef (e.g. 0.9) or nesterov=False")
         self.nesterov = nesterov
 
+    def slot_names(self) -> tuple[str, ...]:
+        return ("velocity",) if self.momentum_coef else ()
+
     def build_updates(self, grads_and_vars: list[tuple[ng.Op, ng.Op]], lr: ng.Op) -> list[ng.Op]:
         mu = self.momentum_coef
         updates = []

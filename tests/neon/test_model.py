@@ -129,11 +129,14 @@ def test_each_graph_is_compiled_once_per_batch_size() -> None:
     model = mlp()
     compiled = []
     original = model.transformer.computation
-    model.transformer.computation = lambda *args: compiled.append(args) or original(*args)
+    model.transformer.computation = lambda *args, **kw: compiled.append(kw.get("mode", "training")) \
+        or original(*args, **kw)
     cost, optimizer, metric = CrossEntropyMulti(), GradientDescentMomentum(0.1), Accuracy()
     model.fit(train, cost, optimizer, 3, valid_set=valid, metric=metric, progress=False)
     assert len(compiled) == 4  # training at 32 and 26, validation at 32 and 13
+    assert compiled.count("inference") == 2  # validation compiles the inference pipeline (batch-norm folding)
     model.fit(train, cost, optimizer, 6, valid_set=valid, metric=metric, progress=False, initial_epoch=3)
     model.predict(blobs(45)[0], batch_size=32)
     model.predict(blobs(45)[0], batch_size=32)
     assert len(compiled) == 6  # + outputs at 32 and 13
+    assert compiled[4:] == ["inference", "inference"]

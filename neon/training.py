@@ -1,0 +1,356 @@
+"""The one training loop of neon, and what every trainable model shares with it.
+
+``Model.fit`` and ``GAN.fit`` (and any later model) differ only in their *step*: what one
+batch does. Everything around it is written once here:
+
+* ``fit_loop`` — epochs (``initial_epoch .. num_epochs - 1``, or from a checkpoint with
+  ``resume_from``), the learning-rate schedule written before each epoch, callbacks at
+  every stage, the progress bar, per-epoch means of the step's costs weighted by batch
+  size, an end-of-epoch hook (validation), the history and ``stop_training``.
+* ``ComputationCache`` — compiled computations by batch size (datasets yield a last
+  partial batch at its true size), rebuilt when what they were built for changes: another
+  cost or optimizer, or another set of trainable variables (``freeze`` after a ``fit``
+  takes effect at the next step).
+* ``TrainingOwner`` — one transformer holding a model's variables, and checkpoint restore
+  (weights, epoch, history, optimizer state) — optimizers are bound to their variables
+  (``optimizer.build``) before anything is restored, so the state is written at once.
+* ``graph_updates`` — the side effects layers declared (``Layer.add_update``) that belong to
+  one graph, ``freeze``/``unfreeze``, and the dataset helpers both models need.
+
+Example:
+    >>> def step(x, y):
+    ...     return {"cost": float(train(x, y)[0])}
+    >>> history = fit_loop(model, train_set, 10, step, learning_rates={"lr": optimizer},
+    ...                    means={"cost": "train_cost"})
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import ngraph_core as ng
+
+from .callbacks import Callback, History, ProgressBar
+from .data import count_batches
+from .saving import CheckpointData, check_entries, read_checkpoint, write_checkpoint
+
+FEATURE_AXIS_NAMES = {1: ("F",), 2: ("H", "W"), 3: ("C", "H", "W"), 4: ("C", "D", "H", "W")}
+
+
+class TrainingError(ng.NgraphError, ValueError):
+    """A training loop argument that cannot be used (a bad epoch count, a step without costs)."""
+
+
+def sample_placeholder(shape: Sequence[int], n: int) -> ng.Op:
+    """The input placeholder for ``n`` samples of ``shape``: feature axes named C/H/W (or F...), then ``N``."""
+    names = FEATURE_AXIS_NAMES.get(len(shape), tuple(f"D{i}" for i in range(len(shape))))
+    axes = [ng.make_axis(length, name) for length, name in zip(shape, names, strict=True)]
+    return ng.placeholder([*axes, ng.make_axis(n, "N")], name="X")
+
+
+# -- what a graph runs besides its loss -------------------------------------------------------------
+def graph_updates(layer: Any, inputs: Sequence[ng.Op]) -> list[ng.Op]:
+    """The updates ``layer``'s tree declared (``Layer.add_update``) that read one of ``inputs``.
+
+    A layer called several times (one graph per batch size; a GAN's discriminator on real and
+    on fake samples) declares updates for each call; those of one graph are the ones computed
+    from that graph's own placeholders.
+
+    Example:
+        >>> step = t.computation([loss, ng.doall([update, *graph_updates(model.layers, [x])])], x, y)
+    """
+    wanted = {id(p) for p in inputs}
+    return [u for u in layer.updates if any(id(p) in wanted for p in u.placeholders())]
+
+
+def trainable_set(variables: Iterable[ng.Op]) -> frozenset[int]:
+    """Which of ``variables`` an optimizer updates now (``trainable``, not ``frozen``), by identity."""
+    return frozenset(id(v) for v in variables if "trainable" in v.meta.labels and "frozen" not in v.meta.labels)
+
+
+def _variables_of(items: Any) -> list[ng.Op]:
+    items = [items] if isinstance(items, ng.Op) or hasattr(items, "variables") else list(items)
+    found: list[ng.Op] = []
+    for item in items:
+        if isinstance(item, ng.Op) and item.op is ng.OpType.VARIABLE:
+            found.append(item)
+        elif hasattr(item, "variables"):
+            found.extend(item.variables)
+        else:
+            raise TrainingError(f"freeze: expected layers or variables, received {type(item).__name__}; "
+                                "hint: pass model.layers[0] or model.layers[0].variables")
+    return found
+
+
+def freeze(items: Any) -> list[ng.Op]:
+    """Stop training these variables (or the layers' variables): ``trainable`` becomes ``frozen``.
+
+    The labels change through ``ng.update_meta``; models rebuild their training computations
+    at the next step, so freezing between two ``fit`` calls takes effect.
+
+    Returns:
+        the variables frozen now.
+
+    Raises:
+        TrainingError: an item that is neither a layer nor a variable.
+
+    Example:
+        >>> freeze(model.layers[0])  # the first layer's weights stay as they are
+    """
+    chosen = [v for v in _variables_of(items) if "trainable" in v.meta.labels]
+    for var in chosen:
+        ng.update_meta(var, remove_labels=("trainable",), add_labels=("frozen",))
+    return chosen
+
+
+def unfreeze(items: Any) -> list[ng.Op]:
+    """Train frozen variables again (``frozen`` becomes ``trainable``); the others are left alone.
+
+    Returns:
+        the variables unfrozen now.
+
+    Example:
+        >>> unfreeze(model.layers[0])
+    """
+    chosen = [v for v in _variables_of(items) if "frozen" in v.meta.labels]
+    for var in chosen:
+        ng.update_meta(var, remove_labels=("frozen",), add_labels=("trainable",))
+    return chosen
+
+
+# -- the computation cache --------------------------------------------------------------------------
+class ComputationCache:
+    """Compiled computations by batch size, valid for one *key* and one *signature*.
+
+    The key names what the computations were built for (the cost, the optimizer: objects
+    compared by identity, plain values by equality); the signature (``signature()``, e.g. the
+    set of trainable variables) is re-read only when op metadata changed since it was last
+    read (``ng.meta_generation``), so a cached step costs one integer compare.
+
+    Args:
+        signature: a function returning a hashable summary of what the graphs depend on.
+
+    Example:
+        >>> cache = ComputationCache(lambda: trainable_set(model.variables))
+        >>> comp = cache.get(n, lambda n: build_training(n), key=(cost, optimizer))
+    """
+
+    def __init__(self, signature: Callable[[], Hashable] | None = None) -> None:
+        self._signature = signature
+        self._entries: dict[int, Any] = {}
+        self._key: tuple = ()
+        self._seen: Hashable = None
+        self._generation = -1
+
+    def get(self, n: int, build: Callable[[int], Any], key: tuple = ()) -> Any:
+        """The computation for batch size ``n``, built by ``build(n)`` when missing or out of date."""
+        if not _same(key, self._key):
+            self._entries.clear()
+            self._key = key
+        generation = ng.meta_generation()
+        if generation != self._generation and self._signature is not None:
+            self._generation = generation
+            seen = self._signature()
+            if seen != self._seen:
+                self._entries.clear()
+                self._seen = seen
+        entry = self._entries.get(n)
+        if entry is None:
+            entry = self._entries[n] = build(n)
+        return entry
+
+    def sizes(self) -> list[int]:
+        """The batch sizes compiled for."""
+        return list(self._entries)
+
+    def clear(self) -> None:
+        """Forget every computation."""
+        self._entries.clear()
+        self._key = ()
+
+    def __bool__(self) -> bool:
+        return bool(self._entries)
+
+
+def _same(a: tuple, b: tuple) -> bool:
+    return len(a) == len(b) and all(x is y or (not hasattr(x, "__dict__") and x == y) for x, y in zip(a, b))
+
+
+# -- the transformer and checkpoints, alike for every model -----------------------------------------
+class TrainingOwner:
+    """One transformer holding a model's variables, the computations compiled on it, and restore.
+
+    Subclasses set ``backend``/``transformer_options``, list their caches (``caches``), their
+    checkpoint keys (``checkpoint_keys``) and whether an optimizer is bound (``optimizers``).
+    """
+
+    backend: str
+    transformer_options: dict[str, Any]
+    _transformer: Any = None
+    epoch: int = 0
+    history: History
+    stop_training: bool = False
+
+    def caches(self) -> list[Any]:
+        """The computation caches on the transformer (emptied by ``close``)."""
+        return []
+
+    def optimizers(self) -> list[Any]:
+        """The optimizers bound to the model's variables (their state is saved and restored)."""
+        return []
+
+    def checkpoint_keys(self) -> tuple[dict[str, ng.Op], dict[str, ng.Op]]:
+        """Checkpoint key -> variable, for the weights and for the optimizers' state."""
+        raise NotImplementedError
+
+    @property
+    def transformer(self) -> Any:
+        """The transformer holding the variables (created on first use)."""
+        if self._transformer is None:
+            self._transformer = ng.transformers.make_transformer(self.backend, **self.transformer_options)
+        return self._transformer
+
+    def close(self) -> None:
+        """Release the transformer (and with it the variables' values) and the computations on it."""
+        if self._transformer is not None:
+            self._transformer.close()
+        self._transformer = None
+        for cache in self.caches():
+            cache.clear()
+
+    def save(self, path: str | Path, input_shape: Sequence[int], model: list[Any]) -> None:
+        """Write the weights, the optimizers' state, the epoch, the history and ``model`` (plain data
+        describing the model) to an HDF5 checkpoint, atomically (``neon.saving``)."""
+        params, opt = self.checkpoint_keys()
+        t = self.transformer
+
+        def values(keys: dict[str, ng.Op]) -> dict[str, np.ndarray]:
+            return {key: t.read_variable(v).astype(v.dtype, copy=False) for key, v in keys.items()}
+
+        write_checkpoint(path, CheckpointData(params=values(params), optimizer=values(opt), epoch=self.epoch,
+                                              input_shape=tuple(input_shape), history=self.history.as_dict(),
+                                              model=model))
+
+    def restore(self, path: str | Path, data: CheckpointData | None = None, optimizer_state: bool = True) -> None:
+        """Write a checkpoint's weights, epoch, history and (``optimizer_state``, when an optimizer
+        is bound) its optimizer state. Every key is checked before anything is written.
+
+        Raises:
+            CheckpointError: a file that does not fit the model or its optimizers.
+        """
+        path = Path(path)
+        data = read_checkpoint(path) if data is None else data
+        params, opt = self.checkpoint_keys()
+        check_entries(path, "params", params, data.params)
+        with_state = optimizer_state and bool(data.optimizer) and bool(self.optimizers())
+        if with_state:
+            check_entries(path, "optimizer", opt, data.optimizer)
+        for key, var in params.items():
+            self.transformer.write_variable(var, data.params[key])
+        if with_state:
+            for key, var in opt.items():
+                self.transformer.write_variable(var, data.optimizer[key])
+        self.epoch = data.epoch
+        self.history = History(data.history)
+
+
+def write_learning_rates(transformer: Any, optimizer: Any, epoch: int) -> float | None:
+    """Write the optimizer's learning rate(s) for ``epoch``; the (first) rate, for the logs."""
+    if hasattr(optimizer, "learning_rates_at"):
+        rates = optimizer.learning_rates_at(epoch)
+    elif getattr(optimizer, "lr_variable", None) is not None:
+        rates = {optimizer.lr_variable: optimizer.learning_rate_at(epoch)}
+    else:
+        return None
+    for var, rate in rates.items():
+        transformer.write_variable(var, rate)
+    return float(next(iter(rates.values()))) if rates else None
+
+
+def bind_optimizer(optimizer: Any, variables: Sequence[ng.Op]) -> None:
+    """``optimizer.build(variables)`` when it has one: its state exists from now on."""
+    build = getattr(optimizer, "build", None)
+    if callable(build):
+        build(variables)
+
+
+# -- the loop -----------------------------------------------------------------------------------------
+def fit_loop(owner: TrainingOwner, dataset: Any, num_epochs: int,
+             step: Callable[[np.ndarray, Any], Mapping[str, float]], *,
+             learning_rates: Mapping[str, Any], means: Mapping[str, str],
+             callbacks: Iterable[Callback] | None = None, initial_epoch: int = 0,
+             resume_from: str | Path | None = None, progress: bool = False,
+             end_epoch: Callable[[int], Mapping[str, float]] | None = None, who: str = "fit") -> History:
+    """Train ``owner`` for epochs ``initial_epoch .. num_epochs - 1`` with one ``step`` per batch.
+
+    Args:
+        owner: the model (transformer, ``epoch``, ``history``, ``stop_training``, ``restore``).
+        dataset: yields ``(x, y)`` batches, batch last (``set_epoch(e)`` is called if it has it).
+        num_epochs: the epoch to stop at (the total, counting epochs before ``initial_epoch``).
+        step: ``step(x, y) -> {name: value}``, one training step on a batch (costs to log).
+        learning_rates: log name -> optimizer whose rate for the epoch is written first.
+        means: step value name -> epoch log name, averaged over the samples.
+        callbacks: ``Callback`` objects.
+        initial_epoch: the first epoch (ignored with ``resume_from``).
+        resume_from: a checkpoint restored first (``owner.restore``): continue from its epoch.
+        progress: show a ``ProgressBar`` unless the callbacks have one.
+        end_epoch: ``end_epoch(epoch) -> logs`` after the batches (validation).
+        who: names the caller in errors.
+
+    Returns:
+        ``owner.history``: per epoch ``epoch``, the rates, the means and ``end_epoch``'s values.
+
+    Raises:
+        TrainingError: ``num_epochs`` is not an int >= 0.
+        CheckpointError: ``resume_from`` does not fit the model.
+    """
+    if isinstance(num_epochs, bool) or not isinstance(num_epochs, int) or num_epochs < 0:
+        raise TrainingError(f"{who}: expected num_epochs to be an int >= 0, received {num_epochs!r}")
+    callbacks = list(callbacks or [])
+    if progress and not any(isinstance(c, ProgressBar) for c in callbacks):
+        callbacks.insert(0, ProgressBar())
+    if resume_from is not None:
+        owner.restore(resume_from)
+        initial_epoch = owner.epoch
+    owner.history = owner.history.truncated(initial_epoch) if initial_epoch > 0 else History()
+    owner.stop_training = False
+    params = {"num_epochs": num_epochs, "initial_epoch": initial_epoch, "nbatches": count_batches(dataset)}
+    for cb in callbacks:
+        cb.set_model(owner, params)
+    for cb in callbacks:
+        cb.on_train_begin({})
+    for epoch in range(initial_epoch, num_epochs):
+        rates = {name: write_learning_rates(owner.transformer, opt, epoch) for name, opt in learning_rates.items()}
+        if hasattr(dataset, "set_epoch"):
+            dataset.set_epoch(epoch)
+        for cb in callbacks:
+            cb.on_epoch_begin(epoch, dict(rates))
+        totals = dict.fromkeys(means, 0.0)
+        seen = 0
+        for i, (x, y) in enumerate(dataset):
+            for cb in callbacks:
+                cb.on_minibatch_begin(epoch, i, {})
+            n = int(x.shape[-1])
+            values = step(x, y)
+            for name in totals:
+                totals[name] += values[name] * n
+            seen += n
+            for cb in callbacks:
+                cb.on_minibatch_end(epoch, i, {**values, "batch_size": n})
+        logs: dict[str, Any] = {**rates, **{means[k]: total / max(seen, 1) for k, total in totals.items()}}
+        if end_epoch is not None:
+            logs.update(end_epoch(epoch))
+        owner.epoch = epoch + 1
+        owner.history.append(epoch, logs)
+        for cb in callbacks:
+            cb.on_epoch_end(epoch, logs)
+        if owner.stop_training:
+            break
+    for cb in callbacks:
+        cb.on_train_end({"epoch": owner.epoch})
+    return owner.history
+
