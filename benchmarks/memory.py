@@ -61,7 +61,7 @@ def arena_figures(model: str = "mlp") -> list[dict]:
         figures, workspace = {}, 0
         for optimize in (True, False):
             with ng.transformers.make_transformer(optimize=optimize) as t:
-                computation = t.computation(results, *inputs)
+                computation = t.computation(results, *inputs, mode="inference" if name == "inference" else "training")
                 figures[optimize] = computation.memory_report()
                 workspace = workspace or computation.workspace_bytes
         opt, built = figures[True], figures[False]

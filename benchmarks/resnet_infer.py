@@ -35,7 +35,7 @@ def build_ngraph(threads: int) -> tuple[Step, str]:
     import numpy as np
 
     X, out, _, t = build_ngraph_network(False, BATCH)
-    infer = t.computation(out, X)
+    infer = t.computation(out, X, mode="inference")
     x, _ = make_batch(np.random.default_rng(0), BATCH)
     x_ours = np.ascontiguousarray(np.moveaxis(x, 0, -1))  # (C, H, W, N)
     return (lambda: np.asarray(infer(x_ours)).T), f"ngraph_core numpy, {blas_info()}, batch {BATCH}"

@@ -16,8 +16,13 @@ AVX2 kernels on an AVX-512 CPU (1.5x slower GEMMs at 64 channels). The children 
 both, as a user's fresh shell would (the backend line names the kernel that ran:
 ``SkylakeX``); ``--keep-blas-env`` keeps them. Tests and CI never change them.
 
+Regression check: ``--against REV`` times our side against our side at git revision ``REV``
+(checked out once into a temporary worktree, imported from there through ``PYTHONPATH``)
+instead of against PyTorch: the ratio is now / then, for "no slowdown" claims.
+
 Usage:
     python benchmarks/run.py mlp_step --pairs 5 --threads 1 2
+    python benchmarks/run.py resnet_step --pairs 3 --against 6534263
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from harness import THREAD_VARS
@@ -50,14 +56,34 @@ def module_settings(benchmark: str) -> dict:
     return settings
 
 
+def checkout(rev: str) -> Path:
+    """A temporary git worktree of this repository at ``rev`` (removed at exit)."""
+    path = Path(tempfile.mkdtemp(prefix="ngraph-baseline-")) / "tree"
+    subprocess.run(["git", "worktree", "add", "--detach", str(path), rev], cwd=HERE.parent, check=True,
+                   capture_output=True)
+    import atexit
+
+    atexit.register(lambda: subprocess.run(["git", "worktree", "remove", "--force", str(path)], cwd=HERE.parent,
+                                           capture_output=True))
+    return path
+
+
+BASELINES: dict[str, Path] = {}  # "ngraph@REV" -> its worktree
+
+
 def run_side(benchmark: str, side: str, threads: int, extra: list[str], keep_blas_env: bool = False) -> dict:
-    """One child process timing one side; returns its JSON report."""
+    """One child process timing one side (``ngraph@REV``: ours at that revision); returns its JSON report."""
     env = dict(os.environ, **{var: str(threads) for var in THREAD_VARS})
     if not keep_blas_env:
         for var in BLAS_OVERRIDES:
             env.pop(var, None)
-    cmd = [sys.executable, str(HERE / f"{benchmark}.py"), "--side", side, "--threads", str(threads), *extra]
-    done = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=HERE.parent)
+    root = HERE.parent
+    if side in BASELINES:
+        root, side = BASELINES[side], "ngraph"
+        env["PYTHONPATH"] = os.pathsep.join([str(root), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    cmd = [sys.executable, str(root / "benchmarks" / f"{benchmark}.py"), "--side", side, "--threads", str(threads),
+           *extra]
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=root)
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed (exit {done.returncode}):\n{done.stderr}")
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -97,9 +123,15 @@ def main() -> int:
                         help="untimed steps per process (default: the file's WARMUP, else 20)")
     parser.add_argument("--keep-blas-env", action="store_true",
                         help="keep OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE in the children (see the module docstring)")
+    parser.add_argument("--against", metavar="REV", default=None,
+                        help="time ours against ours at git revision REV instead of the reference")
     args = parser.parse_args()
     settings = module_settings(args.benchmark)
     sides = tuple(settings["SIDES"])
+    if args.against:
+        baseline = f"ngraph@{args.against}"
+        BASELINES[baseline] = checkout(args.against)
+        sides = (sides[0], baseline)
     steps = settings["STEPS"] if args.steps is None else args.steps
     warmup = settings["WARMUP"] if args.warmup is None else args.warmup
     extra = ["--steps", str(steps), "--warmup", str(warmup)]

@@ -176,7 +176,14 @@ def pad(x: Any, paddings: Sequence[int | tuple[int, int]], axes: AxesLike | None
     x = as_op(x, where="pad")
     if len(paddings) != len(x.axes):
         raise AxesError(f"pad: expected {len(x.axes)} paddings for {format_axes(x.axes)}, received {len(paddings)}")
-    pairs = [(p, p) if isinstance(p, int) else tuple(p) for p in paddings]
+    def pair(p: Any) -> tuple[int, int]:
+        entry = (p, p) if isinstance(p, (int, np.integer)) else tuple(p) if isinstance(p, (tuple, list)) else None
+        if entry is None or len(entry) != 2 or not all(
+                isinstance(n, (int, np.integer)) and not isinstance(n, bool) for n in entry):
+            raise AxesError(f"pad: expected an int or a (before, after) pair of ints per axis, received {p!r}")
+        return int(entry[0]), int(entry[1])
+
+    pairs = [pair(p) for p in paddings]
     if any(b < 0 or a < 0 for b, a in pairs):
         raise AxesError(f"pad: paddings must be non-negative, received {paddings}; hint: slice to crop")
     out = make_axes(axes) if axes is not None else Axes(

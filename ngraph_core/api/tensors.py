@@ -10,7 +10,7 @@ import numpy as np
 from ..errors import AxesError, DTypeError
 from ..ir import ArrayValue, Axes, Axis, Op, OpType, RandomInfo, VariableInfo, format_axes, next_uid
 from ..ir.axes import anonymous_axis_name
-from ..ir.infer import ALL_DTYPES
+from ..ir.infer import ALL_DTYPES, FLOAT_DTYPES
 
 AxesLike = Axes | Axis | Iterable[Axis]
 InitialValue = int | float | np.ndarray | Callable[[Axes], Any]
@@ -30,6 +30,11 @@ def make_axis(length: int, name: str | None = None) -> Axis:
     Example:
         >>> C = make_axis(4, name="C")
     """
+    if isinstance(length, bool) or not isinstance(length, (int, np.integer)):
+        raise AxesError(
+            f"make_axis{'' if name is None else f' {name!r}'}: expected an int length, received {length!r}; "
+            "hint: lengths count elements, so round explicitly if you mean int(length)"
+        )
     return Axis(name or anonymous_axis_name(), int(length))
 
 
@@ -149,8 +154,12 @@ def constant(value: Any, axes: AxesLike | None = None, dtype: Any = None, name: 
 
 
 def _random(kind: OpType, axes: AxesLike, a: float, b: float, seed: int | None, dtype: Any, name: str | None) -> Op:
+    dtype = check_dtype(dtype, kind.value)
+    if dtype not in FLOAT_DTYPES:
+        raise DTypeError(f"{kind.value}: expected a float dtype among {FLOAT_DTYPES}, received {dtype!r}; "
+                         f"hint: draw floats, then ng.cast the result")
     info = RandomInfo(next_uid(), float(a), float(b), None if seed is None else int(seed))
-    return Op(kind, (), make_axes(axes), check_dtype(dtype, kind.value), info, name=name)
+    return Op(kind, (), make_axes(axes), dtype, info, name=name)
 
 
 def uniform(axes: AxesLike, low: float = 0.0, high: float = 1.0, seed: int | None = None, dtype: Any = "float32",
