@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PAIRS ?= 5
 
-.PHONY: venv run walkthrough test bench clean
+.PHONY: venv run walkthrough test fuzz bench clean
 
 venv: $(STAMP)
 
@@ -29,6 +29,11 @@ walkthrough: venv
 test: venv
 	$(PY) -m pytest -q
 	$(VENV)/bin/ruff check ngraph_core neon tests examples notebooks benchmarks
+
+# the fuzz tests alone with a large budget and fresh random inputs (the suite runs them small and seeded)
+FUZZ_EXAMPLES ?= 3000
+fuzz: venv
+	NG_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PY) -m pytest -q -m fuzz
 
 bench: venv
 	$(PY) benchmarks/run.py mlp_step --pairs $(PAIRS)

@@ -41,6 +41,35 @@ def flatten_layers(owner: str, layers: Any) -> list[Layer]:
     return flat
 
 
+def child_configs(owner: str, config: Any, key: str, allowed: tuple[str, ...], nested: bool = False) -> list:
+    """``config[key]``: a list of layer configs (``nested``: a list of such lists), checked.
+
+    Args:
+        owner: the container class, for messages.
+        config: the container's config; its keys must be among ``allowed``.
+        key: ``"layers"`` or ``"branches"``.
+        allowed: the keys the container's ``get_config`` writes.
+        nested: True when ``config[key]`` is a list of branches.
+
+    Returns:
+        ``config[key]``.
+
+    Raises:
+        LayerError: not a dict, unknown keys, ``key`` missing, or not a list (of lists).
+    """
+    hint = f"hint: pass what {owner}.get_config() produced"
+    if not isinstance(config, dict) or set(config) - set(allowed) or key not in config:
+        got = sorted(map(str, config)) if isinstance(config, dict) else type(config).__name__
+        raise LayerError(f"{owner}.from_config: expected a dict with {key!r} and keys among {list(allowed)}, "
+                         f"received: {got}; {hint}")
+    items = config[key]
+    if not isinstance(items, list) or (nested and not all(isinstance(b, list) for b in items)):
+        form = "a list of branches, each a list of layer configs" if nested else "a list of layer configs"
+        raise LayerError(f"{owner}.from_config: expected {key!r} as {form}, received: {type(items).__name__} "
+                         f"{repr(items)[:80]}; {hint}")
+    return items
+
+
 def apply_layers(owner: Layer, layers: Sequence[Layer], x: ng.Op) -> ng.Op:
     """``x`` through ``layers`` in order (``LayerError`` if a multi-output layer is followed by more)."""
     for i, layer in enumerate(layers):
@@ -91,9 +120,9 @@ class Sequential(CompositeLayer):
 
     @classmethod
     def from_config(cls, config: dict[str, Any], custom_objects: dict | None = None, memo: dict | None = None):
+        configs = child_configs(cls.__name__, config, "layers", ("name", "layers"))
         memo = {} if memo is None else memo
-        layers = [deserialize_layer(c, custom_objects, memo) for c in config["layers"]]
-        return cls(layers, name=config.get("name"))
+        return cls([deserialize_layer(c, custom_objects, memo) for c in configs], name=config.get("name"))
 
 
 class BranchNode(Layer):
@@ -130,9 +159,11 @@ class _Branches(CompositeLayer):
         return [[serialize_layer(layer) for layer in b] for b in self.branches]
 
     @classmethod
-    def _branches_from(cls, config: dict[str, Any], custom_objects: dict | None, memo: dict | None) -> list:
+    def _branches_from(cls, config: dict[str, Any], custom_objects: dict | None, memo: dict | None,
+                       allowed: tuple[str, ...]) -> list:
+        branches = child_configs(cls.__name__, config, "branches", ("name", "branches", *allowed), nested=True)
         memo = {} if memo is None else memo
-        return [[deserialize_layer(c, custom_objects, memo) for c in b] for b in config["branches"]]
+        return [[deserialize_layer(c, custom_objects, memo) for c in b] for b in branches]
 
 
 class Tree(_Branches):
@@ -204,7 +235,7 @@ class Tree(_Branches):
 
     @classmethod
     def from_config(cls, config: dict[str, Any], custom_objects: dict | None = None, memo: dict | None = None):
-        return cls(cls._branches_from(config, custom_objects, memo), alphas=config.get("alphas"),
+        return cls(cls._branches_from(config, custom_objects, memo, ("alphas",)), alphas=config.get("alphas"),
                    name=config.get("name"))
 
 
@@ -290,7 +321,7 @@ class MergeBroadcast(_Branches):
 
     @classmethod
     def from_config(cls, config: dict[str, Any], custom_objects: dict | None = None, memo: dict | None = None):
-        return cls(cls._branches_from(config, custom_objects, memo), merge=config.get("merge", "concat"),
+        return cls(cls._branches_from(config, custom_objects, memo, ("merge",)), merge=config.get("merge", "concat"),
                    name=config.get("name"))
 
 
@@ -314,7 +345,7 @@ class MergeSum(MergeBroadcast):
 
     @classmethod
     def from_config(cls, config: dict[str, Any], custom_objects: dict | None = None, memo: dict | None = None):
-        return cls(cls._branches_from(config, custom_objects, memo), name=config.get("name"))
+        return cls(cls._branches_from(config, custom_objects, memo, ()), name=config.get("name"))
 
 
 __all__ = ["Sequential", "Tree", "BranchNode", "MergeBroadcast", "MergeSum", "flatten_layers"]

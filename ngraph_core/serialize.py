@@ -28,14 +28,22 @@ Decisions:
 * Reading is strict: unknown or missing keys, a version other than 1, a ``src``
   id that is not an earlier op, or axes that disagree with inference raise
   ``SerializationError``.
+* Reading is bounded: the text's length (``max_chars``, 256 Mi characters), its nesting
+  depth (``max_depth``, 64; a document ``serialize`` writes nests 8 deep) and the op count
+  (``max_ops``, one million) are checked before they cost anything — the depth by a scan of
+  the brackets outside strings, before the JSON parser could recurse — so hostile text ends
+  in a ``SerializationError``, never a ``RecursionError`` or a parser's own exception.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterable
 from typing import Any
+
+import numpy as np
 
 from .errors import NgraphError, SerializationError
 from .ir import ARG_TYPES, Axes, Axis, CodecContext, Op, ScopeEntry, update_meta, walk
@@ -47,6 +55,12 @@ from .ir.names import check_name
 from .ir.ops import OP_BY_NAME
 
 FORMAT_VERSION = 1
+MAX_CHARS = 256 << 20
+MAX_DEPTH = 64
+MAX_OPS = 1_000_000
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')  # a JSON string literal (escapes included)
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+_DEPTH_CHUNK = 1 << 20
 _TOP_KEYS = ("format_version", "ops", "roots")
 _OP_KEYS = ("arg", "axes", "dtype", "meta", "op", "src")
 
@@ -183,7 +197,54 @@ def _reject_constant(name: str) -> Any:
     raise fail("graph document", 'strict JSON (non-finite floats written as "inf", "-inf", "nan")', name)
 
 
-def deserialize(text: str) -> list[Op]:
+def nesting_depth(text: str, limit: int) -> int:
+    """How deep ``text``'s arrays and objects nest (brackets inside strings do not count), or more than ``limit``.
+
+    A scan of the brackets alone, vectorized and chunked, that stops once ``limit`` is passed:
+    linear time, memory bounded by the text, no recursion.
+
+    Args:
+        text: JSON text (well-formed or not).
+        limit: stop counting past this depth.
+
+    Returns:
+        the largest depth; past ``limit``, the largest found in the text scanned so far.
+    """
+    brackets = _NOT_BRACKET.sub("", _STRING.sub("", text)).encode("ascii")
+    base, deepest = 0, 0
+    for start in range(0, len(brackets), _DEPTH_CHUNK):
+        codes = np.frombuffer(brackets, dtype=np.uint8, count=min(_DEPTH_CHUNK, len(brackets) - start), offset=start)
+        depth = base + np.cumsum(np.where((codes == ord("[")) | (codes == ord("{")), 1, -1), dtype=np.int64)
+        deepest = max(deepest, int(depth.max()))
+        if deepest > limit:
+            return deepest
+        base = int(depth[-1])
+    return deepest
+
+
+def _check_limit(name: str, value: int, limit: int, what: str) -> None:
+    if value > limit:
+        raise fail("graph document", f"at most {name}={limit} {what}", value,
+                   f"hint: is this a graph file written by ngraph_core.serialize? If so, pass a larger {name}")
+
+
+def _parse(text: str, max_chars: int, max_depth: int) -> Any:
+    """The JSON of ``text``, its length and nesting depth checked first."""
+    check_type(text, str, "deserialize", "the text (str) of a graph document")
+    _check_limit("max_chars", len(text), max_chars, "characters")
+    _check_limit("max_depth", nesting_depth(text, max_depth), max_depth, "levels of nesting")
+    try:
+        return json.loads(text, object_pairs_hook=_reject_duplicates, parse_constant=_reject_constant)
+    except json.JSONDecodeError as exc:
+        raise fail("graph document", "complete JSON text", f"{exc.msg} at line {exc.lineno} column {exc.colno}",
+                   "hint: the file may be truncated or not a graph file") from None
+    except (ValueError, RecursionError) as exc:  # an int of over 4,300 digits; the depth scan makes recursion moot
+        raise fail("graph document", "JSON numbers of at most 4,300 digits, nested at most max_depth deep",
+                   str(exc)[:120]) from None
+
+
+def deserialize(text: str, max_chars: int = MAX_CHARS, max_depth: int = MAX_DEPTH,
+                max_ops: int = MAX_OPS) -> list[Op]:
     """Rebuild the ops ``serialize`` wrote; return the roots in their original order.
 
     Variables, placeholders and random ops get fresh unique ids, so they are new ops,
@@ -191,24 +252,23 @@ def deserialize(text: str) -> list[Op]:
 
     Args:
         text: a document written by ``serialize``.
+        max_chars: the longest text to read (256 Mi characters).
+        max_depth: the deepest nesting of JSON arrays and objects to read (64).
+        max_ops: the most op records to decode (one million).
 
     Returns:
         the roots, in order.
 
     Raises:
-        SerializationError: malformed or truncated JSON, a missing or newer
-            ``format_version``, missing or unexpected keys, wrong types, an unknown op,
-            a ``src`` id that is not an earlier op, or ops that fail verification.
+        SerializationError: malformed or truncated JSON, text longer, deeper or with more
+            ops than the limits, a missing or newer ``format_version``, missing or unexpected
+            keys, wrong types, an unknown op, a ``src`` id that is not an earlier op, or ops
+            that fail verification.
 
     Example:
         >>> loss, X = ng.deserialize(path.read_text())
     """
-    check_type(text, str, "deserialize", "the text (str) of a graph document")
-    try:
-        doc = json.loads(text, object_pairs_hook=_reject_duplicates, parse_constant=_reject_constant)
-    except json.JSONDecodeError as exc:
-        raise fail("graph document", "complete JSON text", f"{exc.msg} at line {exc.lineno} column {exc.colno}",
-                   "hint: the file may be truncated or not a graph file") from None
+    doc = _parse(text, max_chars, max_depth)
     check_type(doc, dict, "graph document", "a JSON object")
     version = doc.get("format_version")
     if type(version) is not int or version != FORMAT_VERSION:  # type(): true is not version 1
@@ -216,9 +276,11 @@ def deserialize(text: str) -> list[Op]:
         raise fail("graph document", f"format_version {FORMAT_VERSION}", version,
                    "hint: it was written by a newer ngraph_core; upgrade to load it" if newer else HINT)
     check_keys(doc, _TOP_KEYS, "graph document")
+    records = check_type(doc["ops"], list, "graph document", "an ops list")
+    _check_limit("max_ops", len(records), max_ops, "op records")
     built: list[Op] = []
     ctx = CodecContext(built=built)
-    for i, record in enumerate(check_type(doc["ops"], list, "graph document", "an ops list")):
+    for i, record in enumerate(records):
         built.append(_decode_op(i, record, built, ctx))
     root_ids = check_type(doc["roots"], list, "graph document", "a roots list of op ids")
     if not all(type(r) is int and 0 <= r < len(built) for r in root_ids):

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .idx import read_bytes
+from .idx import DEFAULT_MAX_BYTES, read_at_most, read_bytes
 from .iterators import DataError
 
 Split = tuple[np.ndarray, np.ndarray]
@@ -59,35 +59,47 @@ def find_cifar10(path: str | Path) -> Path:
                     f"the CIFAR-10 binary version ({', '.join(TRAIN_FILES + TEST_FILES)}); {BINARY_HINT}")
 
 
-def read_cifar10_batch(path: str | Path, records: int | None = RECORDS_PER_FILE) -> Split:
+def read_cifar10_batch(path: str | Path, records: int | None = RECORDS_PER_FILE,
+                       max_bytes: int = DEFAULT_MAX_BYTES) -> Split:
     """Parse one binary CIFAR-10 batch file.
 
     Args:
         path: the file, e.g. ``cifar-10-batches-bin/data_batch_1.bin``.
         records: the number of records the file must hold (10,000 in the official files);
             None accepts any whole, non-zero number of records (for small or custom files).
+        max_bytes: the largest file to read (2 GiB by default); with ``records``, the file is
+            never read past ``records`` records (and one byte, to tell trailing bytes).
 
     Returns:
         ``(X, y)``: X uint8 ``(n, 3, 32, 32)``, y int64 ``(n,)`` in 0-9.
 
     Raises:
         DataError: naming the file — missing or unreadable, a size that is not ``records``
-            records of 3,073 bytes (truncated, or trailing bytes), a label outside 0-9.
+            records of 3,073 bytes (truncated, or trailing bytes), more than ``max_bytes``, a
+            label outside 0-9.
 
     Example:
         >>> X, y = read_cifar10_batch("cifar-10-batches-bin/test_batch.bin")
     """
     path = Path(path)
+    for what, value in (("records", records), ("max_bytes", max_bytes)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise DataError(f"read_cifar10_batch: {what} must be an int >= 1{' or None' if what == 'records' else ''}, "
+                            f"received {value!r}")
     if not path.is_file():
         raise DataError(f"load_cifar10: missing file {path}; expected the CIFAR-10 binary batch there; {BINARY_HINT}")
-    data = read_bytes(path)
     if records is not None:
         expected = records * RECORD_BYTES
+        if expected > max_bytes:
+            raise DataError(f"{path}: {records} records take {expected} bytes, expected at most max_bytes={max_bytes}; "
+                            "hint: pass a larger max_bytes")
+        data = read_at_most(path, expected + 1)  # one byte more tells trailing bytes, without reading them all
         if len(data) != expected:
-            what = "truncated" if len(data) < expected else "has trailing bytes"
-            raise DataError(f"{path}: file {what}: {len(data)} bytes, expected {expected} ({records} records of "
+            short = len(data) < expected
+            what, size = ("truncated", len(data)) if short else ("has trailing bytes", f"more than {expected}")
+            raise DataError(f"{path}: file {what}: {size} bytes, expected {expected} ({records} records of "
                             f"{RECORD_BYTES} bytes: a label byte and 3x32x32 pixels); hint: fetch the file again")
-    elif len(data) == 0 or len(data) % RECORD_BYTES:
+    elif not (data := read_bytes(path, max_bytes)) or len(data) % RECORD_BYTES:
         raise DataError(f"{path}: {len(data)} bytes, expected a non-zero multiple of {RECORD_BYTES} (records of a "
                         f"label byte and 3x32x32 pixels); {len(data) % RECORD_BYTES} bytes of a partial record; "
                         "hint: the file is truncated or not a CIFAR-10 binary batch")

@@ -8,6 +8,12 @@ the file system's listing order. Files whose suffix is not an image format are s
 An image that Pillow cannot decode — corrupt, truncated, not an image at all — raises a
 ``DataError`` naming the file, rather than being skipped: a silently smaller dataset is a bug
 found late.
+
+Decoding is bounded: an image whose header announces more than ``max_pixels`` pixels (Pillow's
+own decompression-bomb limit, ~89.5 million, by default) is refused before its pixels are
+decoded, whatever ``PIL.Image.MAX_IMAGE_PIXELS`` is set to. Pixels come back as uint8 0-255;
+16-bit grey images (PNG's 16-bit depth, Pillow modes ``I;16*`` and ``I``) are scaled to that
+range, ``round(v / 257)``, rather than clipped (which would leave only 0 and 255).
 """
 
 from __future__ import annotations
@@ -23,6 +29,8 @@ from .iterators import DataError
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".ppm", ".pgm", ".tif", ".tiff", ".webp")
 MODES = {"RGB": 3, "L": 1}
+DEFAULT_MAX_PIXELS = 89_478_485  # Pillow's Image.MAX_IMAGE_PIXELS default: 2**30 bytes of 32-bit pixels / 3
+WIDE_MODES = ("I;16", "I;16L", "I;16B", "I;16N", "I")  # 16-bit grey (PNG opens as I;16, older Pillow as I)
 
 
 def _positive_int(value: object) -> bool:
@@ -54,38 +62,61 @@ def _image_files(name: str, folder: Path) -> list[Path]:
     return files
 
 
-def read_image(path: str | Path, mode: str = "RGB", size: tuple[int, int] | None = None) -> np.ndarray:
+def _to_8bit(image: Image.Image) -> Image.Image:
+    """A 16-bit grey image as 8-bit grey, 0-65535 scaled to 0-255 (Pillow's ``convert`` would clip)."""
+    wide = np.clip(np.asarray(image).astype(np.int64), 0, 65535)
+    return Image.fromarray(((wide * 255 + 32767) // 65535).astype(np.uint8), mode="L")
+
+
+def read_image(path: str | Path, mode: str = "RGB", size: tuple[int, int] | None = None,
+               max_pixels: int = DEFAULT_MAX_PIXELS) -> np.ndarray:
     """Decode one image file with Pillow into a ``(C, H, W)`` uint8 array.
 
     Args:
         path: the image file (any format Pillow reads).
         mode: ``"RGB"`` (3 channels; grey, palette and alpha images are converted) or ``"L"`` (1, grey).
         size: ``(H, W)`` to resize to (bilinear, antialiased when shrinking); None keeps the image's size.
+        max_pixels: the most pixels (width x height) to decode; a larger image is refused from
+            its header, before decoding (a decompression bomb). Pillow refuses images over twice
+            ``PIL.Image.MAX_IMAGE_PIXELS`` whatever this says.
 
     Returns:
-        uint8 ``(C, H, W)``.
+        uint8 ``(C, H, W)`` in 0-255; a 16-bit image is scaled, ``round(v / 257)``.
 
     Raises:
-        DataError: naming the file — unreadable, not an image, corrupt or truncated.
+        DataError: naming the file — unreadable, not an image, corrupt or truncated, or more
+            than ``max_pixels`` pixels.
 
     Example:
         >>> read_image("cats/001.jpg", size=(32, 32)).shape
         (3, 32, 32)
     """
     path = Path(path)
+    if mode not in MODES:
+        raise DataError(f"read_image: mode must be one of {sorted(MODES)}, received {mode!r}")
+    if not _positive_int(max_pixels):
+        raise DataError(f"read_image: max_pixels must be a positive int, received {max_pixels!r}")
     try:
         with warnings.catch_warnings():
-            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            # max_pixels below replaces Pillow's warning; its DecompressionBombError (2x its limit) still applies
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
             with Image.open(path) as image:
+                if image.width * image.height > max_pixels:
+                    raise DataError(f"{path}: an image of {image.width}x{image.height} pixels, expected at most "
+                                    f"max_pixels={max_pixels}; hint: a decompression bomb, or pass a larger "
+                                    "max_pixels if the image is genuine")
                 image.load()  # decode now: a truncated file fails here, not later
-                image = image.convert(mode)
+                image = (_to_8bit(image) if image.mode in WIDE_MODES else image).convert(mode)
                 if size is not None and image.size != (size[1], size[0]):
                     image = image.resize((size[1], size[0]), Image.Resampling.BILINEAR)
                 pixels = np.asarray(image, dtype=np.uint8)
-    except (OSError, SyntaxError, ValueError, Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
-        # UnidentifiedImageError and "image file is truncated" are OSErrors; some decoders raise SyntaxError
-        raise DataError(f"{path}: cannot decode the image: {exc}; hint: the file is corrupt, truncated or not "
-                        "an image; remove or replace it") from None
+    except DataError:
+        raise
+    except Exception as exc:  # Pillow's decoders raise a zoo of types on corrupt input
+        # UnidentifiedImageError and "image file is truncated" are OSErrors; some decoders raise SyntaxError,
+        # ValueError, struct.error or IndexError; DecompressionBombError/Warning when MAX_IMAGE_PIXELS is passed
+        raise DataError(f"{path}: cannot decode the image: {type(exc).__name__}: {exc}; hint: the file is corrupt, "
+                        "truncated, too large or not an image; remove or replace it") from None
     return pixels[None] if pixels.ndim == 2 else np.ascontiguousarray(pixels.transpose(2, 0, 1))
 
 

