@@ -26,6 +26,7 @@ import json
 import math
 import sys
 import time
+import warnings
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, TextIO
@@ -161,6 +162,43 @@ def monitored(logs: Mapping[str, Any], monitor: str, who: str) -> float:
 
 
 # -- progress bar -----------------------------------------------------------------------------------------
+class TerminateOnNaN(Callback):
+    """Stop training at the first batch whose cost (any value the step logs) is NaN or infinite.
+
+    ``fit`` adds one by default (``terminate_on_nan=False`` turns it off). The interrupted
+    epoch is not counted: no history row, no validation, no checkpoint; ``fit`` returns the
+    history of the finished epochs, and ``stopped_at`` / the message say where it happened.
+
+    Attributes:
+        stopped_at: ``(epoch, batch)`` of the bad batch, or None.
+        message: what was printed, or None.
+
+    Example:
+        >>> model.fit(train, cost, GradientDescentMomentum(1e6), 5)  # stops with a message, no exception
+    """
+
+    def __init__(self, file: TextIO | None = None) -> None:
+        self.file = file
+        self.stopped_at: tuple[int, int] | None = None
+        self.message: str | None = None
+
+    def on_train_begin(self, logs: dict[str, Any]) -> None:
+        self.stopped_at = self.message = None
+
+    def on_minibatch_end(self, epoch: int, minibatch: int, logs: dict[str, Any]) -> None:
+        bad = {k: v for k, v in logs.items() if k != "batch_size" and isinstance(v, (int, float))
+               and not math.isfinite(v)}
+        if not bad:
+            return
+        self.stopped_at = (epoch, minibatch)
+        values = ", ".join(f"{k} = {v}" for k, v in bad.items())
+        self.message = (f"TerminateOnNaN: epoch {epoch}, batch {minibatch}: {values}; training stopped, the "
+                        "weights are those after this batch and the epoch is not recorded. hint: lower the "
+                        "learning rate, clip gradients (gradient_clip_norm=...), or check the data for NaN")
+        print(self.message, file=self.file or sys.stderr)
+        self.model.stop_training = True
+
+
 class ProgressBar(Callback):
     """A tqdm bar per epoch with the running cost; ``fit(progress=True)`` adds one.
 
@@ -276,6 +314,12 @@ class Checkpoint(Callback):
                 return
             self.best = value
         elif (epoch + 1) % self.every and epoch + 1 != self.params.get("num_epochs"):
+            return
+        finite = getattr(self.model, "weights_finite", None)
+        if finite is not None and not finite():
+            # never replace a checkpoint by weights that cannot be trained further
+            warnings.warn(f"Checkpoint: epoch {epoch}: the weights hold NaN or inf; {self.path} was not written "
+                          f"(the previous file, if any, is kept)", RuntimeWarning, stacklevel=2)
             return
         self.model.save_params(self.path)
         self.saved_epochs.append(epoch)

@@ -33,7 +33,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +48,7 @@ from .data import DataError, dataset_shapes
 from .layers import Layer, training_mode
 from .layers.base import name_children
 from .model import ModelError
-from .saving import CheckpointData, CheckpointError, read_checkpoint, variable_keys
+from .saving import CheckpointError, read_checkpoint, variable_keys
 from .training import (
     ComputationCache,
     TrainingOwner,
@@ -236,7 +236,7 @@ class GAN(TrainingOwner):
     # -- training ------------------------------------------------------------------------------------
     def fit(self, dataset: Any, num_epochs: int, d_optimizer: Any, g_optimizer: Any,
             callbacks: Iterable[Callback] | None = None, k: int = 1, resume_from: str | Path | None = None,
-            progress: bool = False) -> History:
+            progress: bool = False, terminate_on_nan: bool = True) -> History:
         """Train for epochs ``self.epoch .. num_epochs - 1`` (targets, if any, are ignored).
 
         Args:
@@ -274,7 +274,8 @@ class GAN(TrainingOwner):
 
         return fit_loop(self, dataset, num_epochs, step, learning_rates={"d_lr": d_optimizer, "g_lr": g_optimizer},
                         means={"d_cost": "d_cost", "g_cost": "g_cost"}, callbacks=callbacks,
-                        initial_epoch=self.epoch, resume_from=resume_from, progress=progress, who="GAN.fit")
+                        initial_epoch=self.epoch, resume_from=resume_from, progress=progress, who="GAN.fit",
+                        terminate_on_nan=terminate_on_nan)
 
     # -- sampling --------------------------------------------------------------------------------------
     def generate(self, n: int, seed: int | None = 0, z: np.ndarray | None = None,
@@ -322,8 +323,27 @@ class GAN(TrainingOwner):
         """Both networks' weights, both optimizers' state, the epoch and the history, to HDF5 (atomic)."""
         if self.sample_shape is None:
             raise ModelError("GAN.save_params: the GAN has no variables yet")
-        self.save(path, self.sample_shape, [{"class_name": "GAN", "noise_dim": self.noise_dim,
-                                             "rng_state": self.rng.bit_generator.state}])
+        self.save(path, self.sample_shape, [{"class_name": "GAN", "noise_dim": self.noise_dim}])
+
+    def random_streams(self) -> dict[str, Any]:
+        """``TrainingOwner.random_streams`` plus the training noise generator's state."""
+        return {**super().random_streams(), "noise": self.rng.bit_generator.state}
+
+    def check_random_streams(self, streams: Mapping[str, Any]) -> None:
+        """``TrainingOwner.check_random_streams`` plus the noise generator's state (tried on a scratch copy)."""
+        super().check_random_streams(streams)
+        if "noise" in streams:
+            scratch = np.random.default_rng(0)
+            try:
+                scratch.bit_generator.state = streams["noise"]
+            except (TypeError, ValueError, KeyError) as exc:
+                raise CheckpointError(f"checkpoint random streams: the noise state does not fit: {exc}") from exc
+
+    def restore_random_streams(self, streams: Mapping[str, Any]) -> None:
+        """Put back the transformer's streams and the noise generator (a resumed fit draws the same noise)."""
+        super().restore_random_streams(streams)  # checks everything first
+        if "noise" in streams:
+            self.rng.bit_generator.state = streams["noise"]
 
     def load_params(self, path: str | Path, optimizer_state: bool = True) -> None:
         """Load ``save_params``' file: weights, epoch, history, the training noise generator's state and
@@ -342,14 +362,6 @@ class GAN(TrainingOwner):
                 raise CheckpointError(f"{path}: records no sample shape")
             self.build(tuple(data.input_shape))
         self.restore(path, data, optimizer_state)
-
-    def restore(self, path: str | Path, data: CheckpointData | None = None, optimizer_state: bool = True) -> None:
-        """``TrainingOwner.restore``, then the noise generator's state (so a resumed fit draws the same noise)."""
-        data = read_checkpoint(Path(path)) if data is None else data
-        super().restore(path, data, optimizer_state)
-        saved = data.model[0].get("rng_state") if data.model and isinstance(data.model[0], dict) else None
-        if saved is not None:
-            self.rng.bit_generator.state = saved
 
     def __repr__(self) -> str:
         return f"GAN(generator={self.generator!r}, discriminator={self.discriminator!r}, noise_dim={self.noise_dim})"

@@ -195,7 +195,8 @@ class Model(TrainingOwner):
     # -- training ------------------------------------------------------------------------------------
     def fit(self, train_set: Any, cost: Any, optimizer: Any, num_epochs: int,
             callbacks: Iterable[Callback] | None = None, valid_set: Any = None, progress: bool = True,
-            metric: Any = None, resume_from: str | Path | None = None, initial_epoch: int = 0) -> History:
+            metric: Any = None, resume_from: str | Path | None = None, initial_epoch: int = 0,
+            terminate_on_nan: bool = True) -> History:
         """Train for epochs ``initial_epoch .. num_epochs - 1``.
 
         Each epoch: the optimizer's learning rate for the epoch is written, every batch of
@@ -212,9 +213,12 @@ class Model(TrainingOwner):
             progress: show a tqdm progress bar (a line per epoch when stderr is not a terminal).
             metric: a metric or a list of metrics to evaluate on ``valid_set``.
             resume_from: a checkpoint (``save_params``/``Checkpoint``): load weights, optimizer
-                state, epoch and history, and continue from that epoch — to the same result as
-                an uninterrupted run when the data order is seeded (``ArrayIterator(seed=...)``).
+                state, epoch, history and random streams (dropout masks, the data's shuffle seed),
+                and continue from that epoch — bit for bit the result of an uninterrupted run.
             initial_epoch: the first epoch to run (ignored with ``resume_from``).
+            terminate_on_nan: stop at the first batch whose cost is NaN or infinite, with a message
+                naming the epoch and batch (``neon.callbacks.TerminateOnNaN``); that epoch is not
+                recorded or checkpointed.
 
         Returns:
             the ``History``: per epoch ``epoch``, ``lr``, ``train_cost`` and, with ``valid_set``,
@@ -252,7 +256,8 @@ class Model(TrainingOwner):
         return fit_loop(self, train_set, num_epochs, step, learning_rates={"lr": optimizer},
                         means={"cost": "train_cost"}, callbacks=callbacks, initial_epoch=initial_epoch,
                         resume_from=resume_from, progress=progress,
-                        end_epoch=validate if valid_set is not None else None, who="Model.fit")
+                        end_epoch=validate if valid_set is not None else None, who="Model.fit",
+                        terminate_on_nan=terminate_on_nan)
 
     # -- evaluation --------------------------------------------------------------------------------------
     def eval(self, dataset: Any, metric: Any) -> float | dict[str, float]:

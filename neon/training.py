@@ -34,9 +34,16 @@ import numpy as np
 
 import ngraph_core as ng
 
-from .callbacks import Callback, History, ProgressBar
+from .callbacks import Callback, History, ProgressBar, TerminateOnNaN
 from .data import count_batches
-from .saving import CheckpointData, check_entries, read_checkpoint, write_checkpoint
+from .saving import (
+    CheckpointData,
+    CheckpointError,
+    check_checkpoint_data,
+    check_entries,
+    read_checkpoint,
+    write_checkpoint,
+)
 
 FEATURE_AXIS_NAMES = {1: ("F",), 2: ("H", "W"), 3: ("C", "H", "W"), 4: ("C", "D", "H", "W")}
 
@@ -233,29 +240,75 @@ class TrainingOwner:
 
         write_checkpoint(path, CheckpointData(params=values(params), optimizer=values(opt), epoch=self.epoch,
                                               input_shape=tuple(input_shape), history=self.history.as_dict(),
-                                              model=model))
+                                              model=model, rng=self.random_streams()))
+
+    # -- random streams: saved with the weights so a resumed run draws exactly what the whole run would --
+    data_seed: int | None = None  # the training data's shuffle seed (``fit_loop`` records it)
+
+    def random_streams(self) -> dict[str, Any]:
+        """Every random stream training draws from, as JSON-ready data: the transformer's (dropout
+        masks, ``ng.uniform``...) and the training data's shuffle seed. Subclasses add their own."""
+        streams: dict[str, Any] = {}
+        try:
+            streams["transformer"] = self.transformer.random_state()
+        except ng.UnsupportedOpError:  # a backend without saveable streams: resume draws fresh ones
+            pass
+        if self.data_seed is not None:
+            streams["data_seed"] = int(self.data_seed)
+        return streams
+
+    def check_random_streams(self, streams: Mapping[str, Any]) -> None:
+        """Raise ``CheckpointError`` unless ``restore_random_streams(streams)`` would succeed; change nothing."""
+        try:
+            if "transformer" in streams:
+                self.transformer.check_random_state(streams["transformer"])
+        except ng.NgraphError as exc:
+            raise CheckpointError(f"checkpoint random streams: {exc}") from exc
+        seed = streams.get("data_seed")
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
+            raise CheckpointError(f"checkpoint random streams: expected data_seed to be an int >= 0, received {seed!r}")
+
+    def restore_random_streams(self, streams: Mapping[str, Any]) -> None:
+        """Put back what ``random_streams`` saved (a checkpoint without it changes nothing).
+
+        Raises:
+            CheckpointError: streams that do not fit this transformer (checked first: nothing changes then).
+        """
+        self.check_random_streams(streams)
+        if "transformer" in streams:
+            self.transformer.set_random_state(streams["transformer"])
+        if streams.get("data_seed") is not None:
+            self.data_seed = streams["data_seed"]
+
+    def weights_finite(self) -> bool:
+        """True when every weight and optimizer state value is finite (no NaN, no inf)."""
+        params, opt = self.checkpoint_keys()
+        return all(np.isfinite(self.transformer.read_variable(v)).all() for v in (*params.values(), *opt.values()))
 
     def restore(self, path: str | Path, data: CheckpointData | None = None, optimizer_state: bool = True) -> None:
-        """Write a checkpoint's weights, epoch, history and (``optimizer_state``, when an optimizer
-        is bound) its optimizer state. Every key is checked before anything is written.
+        """Write a checkpoint's weights, epoch, history, random streams and (``optimizer_state``, when
+        an optimizer is bound) its optimizer state. Every field is checked before anything is written.
 
         Raises:
             CheckpointError: a file that does not fit the model or its optimizers.
         """
         path = Path(path)
-        data = read_checkpoint(path) if data is None else data
+        data = check_checkpoint_data(path, read_checkpoint(path) if data is None else data)  # every field first
+        history = History(data.history)
         params, opt = self.checkpoint_keys()
         check_entries(path, "params", params, data.params)
         with_state = optimizer_state and bool(data.optimizer) and bool(self.optimizers())
         if with_state:
             check_entries(path, "optimizer", opt, data.optimizer)
+        self.check_random_streams(data.rng)
         for key, var in params.items():
             self.transformer.write_variable(var, data.params[key])
         if with_state:
             for key, var in opt.items():
                 self.transformer.write_variable(var, data.optimizer[key])
         self.epoch = data.epoch
-        self.history = History(data.history)
+        self.history = history
+        self.restore_random_streams(data.rng)
 
 
 def write_learning_rates(transformer: Any, optimizer: Any, epoch: int) -> float | None:
@@ -284,7 +337,8 @@ def fit_loop(owner: TrainingOwner, dataset: Any, num_epochs: int,
              learning_rates: Mapping[str, Any], means: Mapping[str, str],
              callbacks: Iterable[Callback] | None = None, initial_epoch: int = 0,
              resume_from: str | Path | None = None, progress: bool = False,
-             end_epoch: Callable[[int], Mapping[str, float]] | None = None, who: str = "fit") -> History:
+             end_epoch: Callable[[int], Mapping[str, float]] | None = None, who: str = "fit",
+             terminate_on_nan: bool = True) -> History:
     """Train ``owner`` for epochs ``initial_epoch .. num_epochs - 1`` with one ``step`` per batch.
 
     Args:
@@ -300,6 +354,9 @@ def fit_loop(owner: TrainingOwner, dataset: Any, num_epochs: int,
         progress: show a ``ProgressBar`` unless the callbacks have one.
         end_epoch: ``end_epoch(epoch) -> logs`` after the batches (validation).
         who: names the caller in errors.
+        terminate_on_nan: add a ``TerminateOnNaN`` callback (unless one is given): a batch whose
+            cost is NaN or infinite stops training at once; that epoch is not counted, logged or
+            checkpointed.
 
     Returns:
         ``owner.history``: per epoch ``epoch``, the rates, the means and ``end_epoch``'s values.
@@ -313,9 +370,14 @@ def fit_loop(owner: TrainingOwner, dataset: Any, num_epochs: int,
     callbacks = list(callbacks or [])
     if progress and not any(isinstance(c, ProgressBar) for c in callbacks):
         callbacks.insert(0, ProgressBar())
+    if terminate_on_nan and not any(isinstance(c, TerminateOnNaN) for c in callbacks):
+        callbacks.append(TerminateOnNaN())
+    owner.data_seed = getattr(dataset, "seed", None)
     if resume_from is not None:
         owner.restore(resume_from)
         initial_epoch = owner.epoch
+        if owner.data_seed is not None and hasattr(dataset, "seed"):
+            dataset.seed = owner.data_seed  # the resumed run visits the batches the whole run would
     owner.history = owner.history.truncated(initial_epoch) if initial_epoch > 0 else History()
     owner.stop_training = False
     params = {"num_epochs": num_epochs, "initial_epoch": initial_epoch, "nbatches": count_batches(dataset)}
@@ -331,6 +393,7 @@ def fit_loop(owner: TrainingOwner, dataset: Any, num_epochs: int,
             cb.on_epoch_begin(epoch, dict(rates))
         totals = dict.fromkeys(means, 0.0)
         seen = 0
+        interrupted = False
         for i, (x, y) in enumerate(dataset):
             for cb in callbacks:
                 cb.on_minibatch_begin(epoch, i, {})
@@ -341,6 +404,11 @@ def fit_loop(owner: TrainingOwner, dataset: Any, num_epochs: int,
             seen += n
             for cb in callbacks:
                 cb.on_minibatch_end(epoch, i, {**values, "batch_size": n})
+            if owner.stop_training:  # asked mid-epoch (TerminateOnNaN): this epoch does not count
+                interrupted = True
+                break
+        if interrupted:
+            break
         logs: dict[str, Any] = {**rates, **{means[k]: total / max(seen, 1) for k, total in totals.items()}}
         if end_epoch is not None:
             logs.update(end_epoch(epoch))

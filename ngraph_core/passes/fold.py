@@ -43,7 +43,7 @@ FOLDABLE = (
 
 # a backend's kernel table (``transformers.kernels.KERNELS``): OpType -> factory (op, context) -> kernel
 KernelTable = Mapping[OpType, Callable[[Op, Any], Callable[..., Any]]]
-# builds the context its factories take from (xp, dtype_of, seed_for) (``transformers.kernels.KernelContext``)
+# builds the context its factories take from (xp, dtype_of, generator_for) (``transformers.kernels.KernelContext``)
 ContextFactory = Callable[[Any, Callable[[Op], str], Callable[[Op], int]], Any]
 
 
@@ -53,7 +53,7 @@ def _evaluation_dtype(op: Op) -> str:
     return "float64" if op.dtype == "float32" else op.dtype
 
 
-def _no_seed(op: Op) -> int:
+def _no_generator(op: Op) -> Any:
     raise NgraphError(
         f"constant folding: expected a deterministic op, received {op.op.value}; "
         "hint: random ops are never folded (this is a bug in the fold pass)"
@@ -65,7 +65,7 @@ class KernelEvaluator:
 
     Args:
         kernels: the backend's kernel table, ``OpType -> factory(op, context) -> kernel``.
-        make_context: builds the factories' context from ``(xp, dtype_of, seed_for)``.
+        make_context: builds the factories' context from ``(xp, dtype_of, generator_for)``.
 
     Example:
         >>> from ngraph_core.transformers.kernels import KERNELS, KernelContext
@@ -75,7 +75,7 @@ class KernelEvaluator:
 
     def __init__(self, kernels: KernelTable, make_context: ContextFactory) -> None:
         self.kernels = kernels
-        self.context = make_context(np, _evaluation_dtype, _no_seed)
+        self.context = make_context(np, _evaluation_dtype, _no_generator)
 
     def supports(self, op: Op) -> bool:
         """True when the backend has a kernel for ``op``'s type."""

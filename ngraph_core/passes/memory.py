@@ -82,6 +82,8 @@ class MemoryReport:
         in_place: how many of them write over a source's buffer.
         workspace_bytes: the kernels' shared scratch (im2col blocks, padded copies), outside the
             arena; 0 from a plan alone, filled in by ``computation.memory_report()``.
+        subgraph_bytes: the arenas and workspaces of the sub-graphs the computation calls
+            (``ng.call``; each compiled once per transformer), outside this arena; 0 from a plan alone.
     """
 
     arena_bytes: int
@@ -92,6 +94,7 @@ class MemoryReport:
     buffers: int
     in_place: int
     workspace_bytes: int = 0
+    subgraph_bytes: int = 0
 
     @property
     def reuse_ratio(self) -> float:
@@ -104,7 +107,7 @@ class MemoryReport:
             "arena_bytes": self.arena_bytes, "unplanned_bytes": self.unplanned_bytes,
             "persistent_bytes": self.persistent_bytes, "peak_live_bytes": self.peak_live_bytes,
             "buffers": self.buffers, "in_place": self.in_place, "reuse_ratio": self.reuse_ratio,
-            "workspace_bytes": self.workspace_bytes,
+            "workspace_bytes": self.workspace_bytes, "subgraph_bytes": self.subgraph_bytes,
             "live_bytes": list(self.live_bytes),
         }
 
@@ -118,6 +121,8 @@ class MemoryReport:
             row("peak live", self.peak_live_bytes, f"over {len(self.live_bytes)} steps"),
             row("variables", self.persistent_bytes, "persistent, outside the arena"),
             row("workspace", self.workspace_bytes, "kernel scratch, shared, outside the arena"),
+            *([row("subgraphs", self.subgraph_bytes, "called sub-graphs' arenas and workspaces")]
+              if self.subgraph_bytes else []),
         ])
 
 

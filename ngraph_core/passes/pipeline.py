@@ -143,7 +143,7 @@ def passes_for(backend: str = "numpy", mode: str = "training", optimize: bool = 
         extra_rules: a ``PatternMatcher`` of user rewrite rules, applied first.
         kernels: the backend's kernel table; without it (and ``kernel_context``) there is no
             constant folding and no decomposition.
-        kernel_context: builds the context the kernel factories take, from ``(xp, dtype_of, seed_for)``.
+        kernel_context: builds the context the kernel factories take, from ``(xp, dtype_of, generator_for)``.
 
     Returns:
         ``(name, pass)`` pairs in run order; passes with nothing to do on this backend are left out.

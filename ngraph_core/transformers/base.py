@@ -17,6 +17,7 @@ import numpy as np
 
 from ..errors import AxesError, DTypeError, FeedError, NgraphError, UnsupportedOpError
 from ..ir import Graph, Op, OpType, changed_since, format_axes, format_op, meta_generation, owns_buffer, walk
+from ..ir import subgraphs as subgraphs_of
 from ..ir.names import printable
 from ..passes import CompiledGraph, MemoryPlan, MemoryReport, compile_graph
 from ..pattern import PatternMatcher
@@ -100,7 +101,15 @@ class Computation:
         Example:
             >>> print(f.memory_report())  # arena vs no reuse, with the reuse ratio
         """
-        return dataclasses.replace(self.graph.memory.report(), workspace_bytes=self.workspace_bytes)
+        subgraphs = {g for op in self.graph.order for g in subgraphs_of(op)}
+        inner = 0
+        for graph in subgraphs:  # compiled when this computation's kernels were made
+            comp = self.transformer._subgraphs.get(graph)
+            if comp is not None:
+                report = comp.memory_report()
+                inner += report.arena_bytes + report.workspace_bytes + report.subgraph_bytes
+        return dataclasses.replace(self.graph.memory.report(), workspace_bytes=self.workspace_bytes,
+                                   subgraph_bytes=inner)
 
     def __repr__(self) -> str:
         return f"<Computation of {len(self.graph.order)} ops on {self.transformer.name}>"
@@ -139,6 +148,8 @@ class Transformer:
         self._computations: list[Computation] = []
         self._subgraphs: dict[Graph, Computation] = {}
         self._closed = False
+        self._generators: dict[str, Any] = {}
+        self._pending_random_state: dict[str, Any] = {}
 
     # -- context manager ------------------------------------------------------------------
     def __enter__(self) -> Transformer:
@@ -224,11 +235,76 @@ class Transformer:
     def dtype_of(self, op: Op) -> str:
         return self.float_dtype if op.dtype == "float32" else op.dtype
 
-    def seed_for(self, op: Op) -> int:
+    # -- random streams ------------------------------------------------------------------------
+    def generator_for(self, op: Op) -> Any:
+        """The generator a random op draws from, owned by the transformer (so a recompile does not
+        restart it, and ``random_state`` can save it).
+
+        Ops without a seed share one stream seeded by the transformer's ``seed``: draws follow the
+        order computations run in, so a run is reproducible and a checkpoint can resume it
+        exactly. An op with its own ``seed`` gets a stream of its own, keyed by that seed and its
+        scope path and name, so the same layer's op in each per-batch-size graph shares one stream.
+        """
         info = op.arg
-        if info.seed is not None:
-            return info.seed
-        return int(np.random.SeedSequence([self.seed or 0, info.uid]).generate_state(1)[0])
+        key = _SHARED if info.seed is None else \
+            f"seed={info.seed} {'/'.join(map(str, op.meta.scope))} {op.meta.name or op.op.value}"
+        gen = self._generators.get(key)
+        if gen is None:
+            seed = self.seed or 0 if info.seed is None else info.seed
+            gen = self._generators[key] = self.xp.random.default_rng(seed)
+            if key in self._pending_random_state:
+                self._set_generator_state(gen, self._pending_random_state.pop(key), key)
+        return gen
+
+    def random_state(self) -> dict[str, Any]:
+        """The state of every random stream, as JSON-ready data (``set_random_state`` restores it).
+
+        Example:
+            >>> state = t.random_state(); ...; t.set_random_state(state)  # the same draws again
+        """
+        return {"format": 1, "streams": {key: self._generator_state(gen) for key, gen in self._generators.items()},
+                "pending": dict(self._pending_random_state)}
+
+    def check_random_state(self, state: Any) -> dict[str, Any]:
+        """The streams of a ``random_state()`` result, each tried on a scratch generator; changes nothing.
+
+        Raises:
+            NgraphError: data that is not a ``random_state()`` result, or a stream that does not fit.
+        """
+        if not isinstance(state, dict) or state.get("format") != 1 or not isinstance(state.get("streams"), dict) \
+                or not isinstance(state.get("pending", {}), dict):
+            raise NgraphError(
+                f"set_random_state: expected a dict from random_state() (format 1), received {state!r:.80}")
+        streams = {**state.get("pending", {}), **state["streams"]}
+        for key, value in streams.items():
+            if not isinstance(key, str):
+                raise NgraphError(f"set_random_state: expected stream names as str, received {key!r}")
+            self._set_generator_state(self.xp.random.default_rng(0), value, key)
+        return streams
+
+    def set_random_state(self, state: dict[str, Any]) -> None:
+        """Restore ``random_state()``'s result: streams that exist now at once, the others when first used.
+
+        Raises:
+            NgraphError: data that is not a ``random_state()`` result (checked first: nothing changes then).
+        """
+        streams = self.check_random_state(state)
+        for key, value in streams.items():
+            gen = self._generators.get(key)
+            if gen is None:
+                self._pending_random_state[key] = value
+            else:
+                self._set_generator_state(gen, value, key)
+
+    def _generator_state(self, gen: Any) -> Any:
+        return gen.bit_generator.state
+
+    def _set_generator_state(self, gen: Any, value: Any, key: str) -> None:
+        try:
+            gen.bit_generator.state = value
+        except (TypeError, ValueError, KeyError) as exc:
+            raise NgraphError(f"set_random_state: stream {key!r}: the saved state does not fit this generator: {exc}; "
+                              "hint: restore states saved by the same backend") from None
 
     # -- variables ----------------------------------------------------------------------------
     def _variable(self, var: Op) -> Any:
@@ -325,7 +401,7 @@ class Transformer:
 
     def _build(self, graph: CompiledGraph, placeholders: Sequence[Op],
                workspace: Workspace | None = None) -> tuple[str, Callable[..., tuple]]:
-        kc = KernelContext(self.xp, self.dtype_of, self.seed_for, workspace, self._subgraph)
+        kc = KernelContext(self.xp, self.dtype_of, self.generator_for, workspace, self._subgraph)
         buffer_of, env = self._buffers(graph)
         names: dict[Op, str] = {}
         # (code, comment) pairs: the code is made only of generated identifiers; the comment
@@ -382,6 +458,8 @@ class Transformer:
         exec(compile(code, f"<ngraph computation {id(graph)}>", "exec"), env)  # noqa: S102 - generated names only
         return source, env["computation"]
 
+
+_SHARED = "shared"  # the stream of the random ops without a seed of their own
 
 _REGISTRY: dict[str, Callable[..., Transformer]] = {}
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import BackendUnavailableError
+from ..errors import BackendUnavailableError, UnsupportedOpError
 from ..ir import OpType
 from .base import Transformer, register_transformer
 from .kernels.fused import unblocked
@@ -49,6 +49,14 @@ class CupyTransformer(Transformer):
 
     def to_numpy(self, value: Any) -> np.ndarray:
         return value.get() if hasattr(value, "get") else np.asarray(value)
+
+    def _generator_state(self, gen: Any) -> Any:
+        # CuPy's generators (XORWOW on the device) expose no state to save: say so instead of
+        # writing a checkpoint that would not resume exactly
+        raise UnsupportedOpError(
+            "cupy transformer: random_state is not supported (CuPy's device generators expose no state); "
+            "hint: resume on the numpy backend for bit-exact random streams, or accept fresh streams"
+        )
 
 
 register_transformer("cupy", CupyTransformer)

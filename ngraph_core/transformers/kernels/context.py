@@ -70,7 +70,7 @@ class KernelContext:
     Attributes:
         xp: the array module (numpy or cupy).
         dtype_of: the dtype an op's value has on this transformer (float32 may run as float64).
-        seed_for: the seed of a random op's generator.
+        generator_for: the random generator a random op draws from (the transformer's stream).
         workspace: scratch shared by the kernels of one computation (None: each kernel
             that needs scratch makes its own, as constant folding does).
 
@@ -82,7 +82,7 @@ class KernelContext:
 
     xp: Any
     dtype_of: Callable[[Op], str]
-    seed_for: Callable[[Op], int]
+    generator_for: Callable[[Op], Any]
     workspace: Workspace | None = None
     compile_subgraph: Callable[[Any], Callable[..., tuple]] | None = None
 

@@ -16,8 +16,8 @@ def constant(op: Op, kc: KernelContext) -> Kernel:
 
 
 def uniform(op: Op, kc: KernelContext) -> Kernel:
-    xp, dtype, info = kc.xp, kc.dtype_of(op), op.arg
-    gen = xp.random.default_rng(kc.seed_for(op))
+    dtype, info = kc.dtype_of(op), op.arg
+    gen = kc.generator_for(op)
     scale = info.b - info.a
 
     def uniform_kernel(out):
@@ -30,8 +30,8 @@ def uniform(op: Op, kc: KernelContext) -> Kernel:
 
 
 def normal(op: Op, kc: KernelContext) -> Kernel:
-    xp, dtype, info = kc.xp, kc.dtype_of(op), op.arg
-    gen = xp.random.default_rng(kc.seed_for(op))
+    dtype, info = kc.dtype_of(op), op.arg
+    gen = kc.generator_for(op)
 
     def normal_kernel(out):
         gen.standard_normal(dtype=dtype, out=out)

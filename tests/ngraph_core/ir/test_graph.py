@@ -60,6 +60,19 @@ def test_a_subgraph_compiles_once_and_runs_with_different_inputs() -> None:
         np.testing.assert_allclose(f(np.zeros(3))[0], np.tanh(1.0) * -1.0, rtol=1e-6)
 
 
+def test_the_memory_report_counts_the_called_subgraphs() -> None:
+    p = ng.placeholder([C])
+    e = ng.exp(p)
+    graph = Graph((p,), (e / ng.sum(e),))  # exp's value is a temporary of the sub-plan's arena
+    x = ng.placeholder([C], name="x")
+    with ng.transformers.make_transformer() as t:
+        f = t.computation(call(graph, x) * 2.0, x)
+        inner = t._subgraphs[graph].memory_report()
+        report = f.memory_report()
+    assert inner.arena_bytes > 0
+    assert report.subgraph_bytes == inner.arena_bytes + inner.workspace_bytes and "subgraphs" in str(report)
+
+
 def test_walk_and_verify_descend_into_subgraphs() -> None:
     graph, W = body_graph()
     x = ng.placeholder([C])

@@ -106,7 +106,7 @@ def run_planned(graph, plan: MemoryPlan, transformer, feeds: dict, variables: di
     def fresh(op: Op):
         return np.empty(op.axes.lengths, dtype=transformer.dtype_of(op))
 
-    kc = KernelContext(np, transformer.dtype_of, transformer.seed_for)
+    kc = KernelContext(np, transformer.dtype_of, transformer.generator_for)
     kernels = {op: KERNELS[op.op](op, kc) for op in graph.order if op.op not in OpGroup.LEAF - {OpType.CONSTANT}}
     # a buffer-owning op's kernel is called as kernel(out, *inputs); results outside the arena get fresh arrays
     outs = {op: out(op) if op in plan.offsets else fresh(op) for op in graph.order if _owner(op) is op}
