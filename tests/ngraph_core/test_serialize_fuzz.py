@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fuzzing import HANG_SECONDS, corpus, fuzz_settings
+from fuzzing import HANG_SECONDS, corpus, fuzz_settings, mutate_json
 from hypothesis import given
 from hypothesis import strategies as st
 from test_serialize import GOOD, GRAPHS
@@ -58,39 +58,9 @@ def check_contract(text: str) -> str:
     return outcome
 
 
-def _children(node: Any) -> list:
-    return list(node) if isinstance(node, dict) else list(range(len(node))) if isinstance(node, list) else []
-
-
-def mutate_json(doc: Any, draw: st.DrawFn) -> Any:
-    """``doc`` with one node (reached by a random walk from the root) replaced, deleted, added or nested."""
-    parent, key, node = None, None, doc
-    while _children(node) and draw(st.integers(0, 3)):  # go deeper three times in four
-        parent, key = node, draw(st.sampled_from(_children(node)))
-        node = node[key]
-    kind = draw(st.sampled_from(["replace", "delete", "add", "duplicate", "nest"]))
-    if kind == "replace" or parent is None:
-        new = draw(JSON_VALUES)
-    elif kind == "delete":
-        del parent[key]
-        return doc
-    elif kind == "add" and isinstance(node, (dict, list)):
-        if isinstance(node, dict):
-            node[draw(st.text(max_size=6) | st.sampled_from(["arg", "src", "name", "attrs"]))] = draw(JSON_VALUES)
-        else:
-            node.insert(draw(st.integers(0, len(node))), draw(JSON_VALUES) if node else 0)
-        return doc
-    elif kind == "duplicate" and isinstance(parent, list):
-        parent.insert(draw(st.integers(0, len(parent))), json.loads(json.dumps(node)))
-        return doc
-    else:
-        new = node
-        for _ in range(draw(st.sampled_from([1, 8, 70]))):
-            new = [new] if draw(st.booleans()) else {"arg": new}
-    if parent is None:
-        return new
-    parent[key] = new
-    return doc
+def mutate_doc(doc: Any, draw: st.DrawFn) -> Any:
+    """One mutation of a graph document (nesting wraps nodes in ``{"arg": ...}``)."""
+    return mutate_json(doc, draw, JSON_VALUES, ["arg", "src", "name", "attrs"], lambda n: {"arg": n})
 
 
 def mutate_text(text: str, draw: st.DrawFn) -> str:
@@ -110,7 +80,7 @@ def mutants(draw: st.DrawFn) -> str:
     if draw(st.booleans()):
         doc = json.loads(text)
         for _ in range(draw(st.integers(1, 3))):
-            doc = mutate_json(doc, draw)
+            doc = mutate_doc(doc, draw)
         return json.dumps(doc)
     for _ in range(draw(st.integers(1, 3))):
         text = mutate_text(text, draw)

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fuzzing import HANG_SECONDS, corpus, fuzz_settings
+from fuzzing import HANG_SECONDS, corpus, fuzz_settings, mutate_json
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -81,40 +81,11 @@ def check_contract(data: Any) -> str:
     return outcome
 
 
-def _children(node: Any) -> list:
-    return list(node) if isinstance(node, dict) else list(range(len(node))) if isinstance(node, list) else []
-
-
 def mutate(doc: Any, draw: st.DrawFn) -> Any:
-    """``doc`` with one node (reached by a random walk from the root) replaced, deleted, added or nested."""
-    parent, key, node = None, None, doc
-    while _children(node) and draw(st.integers(0, 4)):  # go deeper four times in five
-        parent, key = node, draw(st.sampled_from(_children(node)))
-        node = node[key]
-    kind = draw(st.sampled_from(["replace", "delete", "add", "duplicate", "nest"]))
-    if kind == "replace" or parent is None:
-        new = draw(JSON_VALUES)
-    elif kind == "delete":
-        del parent[key]
-        return doc
-    elif kind == "add" and isinstance(node, (dict, list)):
-        value = draw(JSON_VALUES)
-        if isinstance(node, dict):
-            node[draw(st.text(max_size=6) | st.sampled_from(["name", "layers", "branches", "config"]))] = value
-        else:
-            node.insert(draw(st.integers(0, len(node))), value)
-        return doc
-    elif kind == "duplicate" and isinstance(parent, list):
-        parent.insert(draw(st.integers(0, len(parent))), copy.deepcopy(node))
-        return doc
-    else:
-        new = node
-        for _ in range(draw(st.sampled_from([1, 8, 120]))):
-            new = [new] if draw(st.booleans()) else {"class_name": "Sequential", "config": {"layers": [new]}}
-    if parent is None:
-        return new
-    parent[key] = new
-    return doc
+    """One mutation of a layer config (nesting wraps nodes in Sequential configs)."""
+    return mutate_json(doc, draw, JSON_VALUES, ["name", "layers", "branches", "config"],
+                       lambda n: {"class_name": "Sequential", "config": {"layers": [n]}}, depths=(1, 8, 120),
+                       deeper=4)
 
 
 @st.composite
