@@ -2,6 +2,7 @@
 
 from .control import assign, doall, sequential
 from .conv import convolution, deconvolution, pooling
+from .ctc import ctc_grad, ctc_loss
 from .math import (
     absolute,
     add,
@@ -48,6 +49,7 @@ from .math import (
 )
 from .nn import batch_size, cross_entropy_binary, cross_entropy_multi, log_softmax, softmax, softplus
 from .norm import batch_norm, centered_sums, moments
+from .scan import scan
 from .shape import (
     axes_with_order,
     broadcast,
@@ -77,5 +79,6 @@ __all__ = [
     "cross_entropy_multi", "log_softmax", "softmax", "softplus", "axes_with_order", "broadcast",
     "cast_axes", "concat_along_axis", "expand_dims", "flatten", "one_hot", "pad", "slice_along_axis",
     "stack", "tensor_slice", "unflatten", "as_op", "constant", "make_axes", "make_axis", "normal",
-    "placeholder", "uniform", "variable", "batch_norm", "centered_sums", "moments", "call", "graph",
+    "placeholder", "uniform", "variable", "batch_norm", "centered_sums", "moments", "call", "graph", "scan",
+    "ctc_grad", "ctc_loss",
 ]

@@ -17,6 +17,7 @@ from ..errors import NgraphError, UnsupportedOpError
 from ..ir import Op, OpType, is_float, make, substitute
 from ..ir.conv import activation_roles
 from ..ir.infer import MOMENTS_AXIS
+from .scan import scan_grad, scan_result_grad
 
 Grads = tuple[Op | None, ...]
 Rule = Callable[[Op, Op], Grads]
@@ -129,6 +130,18 @@ def _centered_sums_grad(ctx: Op, op: Op) -> Grads:
     return ng.broadcast_to(d_dy, dy.axes), b1 * ng.broadcast_to(dy, x.axes), ng.broadcast_to(-(c1 * s0), mean.axes)
 
 
+def _ctc_grad(ctx: Op, op: Op) -> Grads:
+    """d ctc[n] / d logits is row n of ctc_grad (softmax - posteriors): scaled by each example's ctx[n]."""
+    return (make(OpType.CTC_GRAD, op.src, arg=op.arg) * ctx, None, None, None)
+
+
+def _ctc_grad_grad(ctx: Op, op: Op) -> Grads:
+    raise UnsupportedOpError(
+        "gradients: the gradient of the CTC loss's gradient (a second derivative through ctc) is not supported; "
+        "hint: differentiate the CTC loss once, or wrap its gradient with ng.stop_gradient"
+    )
+
+
 def _custom_grad(ctx: Op, op: Op) -> Grads:
     """A ``custom_gradient`` op: rebuild the user's ``grad`` (from the API's registry) and call it."""
     fn = registered_gradient(op.arg)
@@ -218,9 +231,13 @@ RULES: dict[OpType, Rule] = {
     OpType.POOL_BPROP: _pool_bprop_grad,
     OpType.MOMENTS: _moments_grad,
     OpType.CENTERED_SUMS: _centered_sums_grad,
+    OpType.CTC: _ctc_grad,  # no gradient to the labels and lengths (ints)
+    OpType.CTC_GRAD: _ctc_grad_grad,  # raises: no second derivative
     # control
     OpType.SEQUENTIAL: lambda ctx, op: (None,) * (len(op.src) - 1) + (ctx,),
     OpType.CUSTOM_GRADIENT: _custom_grad,
     OpType.CALL: _call_grad,
+    OpType.SCAN: scan_grad,  # a reverse scan of the body's vector-Jacobian product (autodiff/scan.py)
+    OpType.SCAN_RESULT: scan_result_grad,
 }
 

@@ -22,6 +22,7 @@ from .node import (
 )
 from .ops import OP_BY_NAME, OpGroup, OpType
 from .printer import format_graph, format_op
+from .scan import ScanArg, stacked_axes
 from .spec import verify
 
 __all__ = [
@@ -33,4 +34,5 @@ __all__ = [
     "Scope", "changed_since", "meta_generation", "OP_BY_NAME",
     "OpGroup",
     "OpType", "format_graph", "format_op", "verify", "CallArg", "Graph", "GraphError", "subgraphs", "walk",
+    "ScanArg", "stacked_axes",
 ]

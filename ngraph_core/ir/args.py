@@ -29,11 +29,13 @@ from typing import Any
 from ..errors import SerializationError
 from .codec import check_type, decode_value, encode_value, fail, wrong_arg
 from .conv import ConvArg, PoolArg
+from .ctc import CTCArg
 from .fused import FusedProgram
 from .graph import CallArg
 from .names import check_name
 from .node import ArrayValue, Op, RandomInfo, VariableInfo, next_uid
 from .ops import OpGroup, OpType
+from .scan import ResultIndex, ScanArg
 
 
 class CodecContext:
@@ -221,7 +223,11 @@ ARG_TYPES: dict[OpType, type] = {
     OpType.CONV_BPROP_FILTER: ConvArg,
     OpType.POOL: PoolArg,
     OpType.POOL_BPROP: PoolArg,
+    OpType.CTC: CTCArg,  # the blank class id and zero_infinity
+    OpType.CTC_GRAD: CTCArg,
     OpType.CUSTOM_GRADIENT: GradientKey,
     OpType.CALL: CallArg,  # a sub-graph: ids of its params and roots
+    OpType.SCAN: ScanArg,  # the body (ids of its params and roots), counts, axis, flags
+    OpType.SCAN_RESULT: ResultIndex,
     OpType.FUSED: FusedProgram,  # compiler-made: checked, never written
 }

@@ -17,9 +17,11 @@ import numpy as np
 from ..errors import AxesError, DTypeError
 from .axes import Axes, Axis, format_axes
 from .conv import ConvArg, PoolArg, activation_roles, check_conv, check_pool
+from .ctc import infer_ctc, infer_ctc_grad
 from .graph import CallArg
 from .node import Op
 from .ops import OpGroup, OpType
+from .scan import infer_scan, infer_scan_result
 
 Rule = Callable[[Sequence[Op], Any, "Axes | None", "str | None"], tuple[Axes, str]]
 
@@ -360,11 +362,15 @@ INFER: dict[OpType, Rule] = {
     OpType.POOL_BPROP: _pool_bprop,
     OpType.MOMENTS: _moments,
     OpType.CENTERED_SUMS: _centered_sums,
+    OpType.CTC: infer_ctc,
+    OpType.CTC_GRAD: infer_ctc_grad,
     OpType.ASSIGN: _assign,
     OpType.SEQUENTIAL: _sequential,
     OpType.DOALL: _doall,
     OpType.CUSTOM_GRADIENT: _custom_gradient,
     OpType.CALL: _call,
+    OpType.SCAN: infer_scan,
+    OpType.SCAN_RESULT: infer_scan_result,
 }
 
 ARITY: dict[OpType, int | None] = {
@@ -380,11 +386,15 @@ ARITY: dict[OpType, int | None] = {
     OpType.POOL_BPROP: None,  # (dy) for avg, (dy, x) for max
     OpType.MOMENTS: 1,
     OpType.CENTERED_SUMS: 3,  # (dy, x, mean)
+    OpType.CTC: 4,  # (logits, labels, input_lengths, label_lengths)
+    OpType.CTC_GRAD: 4,  # the same sources as ctc
     OpType.ASSIGN: 2,
     OpType.SEQUENTIAL: None,
     OpType.DOALL: None,
     OpType.CUSTOM_GRADIENT: None,
     OpType.CALL: None,
+    OpType.SCAN: None,  # (*sequences, *initial states, *extras[, lengths])
+    OpType.SCAN_RESULT: 1,
     OpType.FUSED: None,
 }
 

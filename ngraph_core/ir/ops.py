@@ -82,12 +82,18 @@ class OpType(Enum):
     # other axes; and the two sums batch norm's gradient needs, sum(dy) and sum(dy * (x - mean))
     MOMENTS = "moments"
     CENTERED_SUMS = "centered_sums"
+    # connectionist temporal classification over logits [C, REC, N] (arg: ir/ctc.py CTCArg): the
+    # per-example negative log-likelihood [N], and its gradient d sum(ctc) / d logits
+    CTC = "ctc"
+    CTC_GRAD = "ctc_grad"
     # control and side effects
     ASSIGN = "assign"
     SEQUENTIAL = "sequential"
     DOALL = "doall"
     CUSTOM_GRADIENT = "custom_gradient"
     CALL = "call"  # apply a sub-graph (arg: ir/graph.py CallArg) to the sources
+    SCAN = "scan"  # loop a body sub-graph over a recurrent axis (arg: ir/scan.py ScanArg); packs its results
+    SCAN_RESULT = "scan_result"  # one result of a scan, a view into its pack (arg: the result index)
     # made by the compiler only (never by users, never differentiated)
     FUSED = "fused"
 
@@ -124,9 +130,10 @@ class OpGroup:
     # inputs around the position it writes.
     NN = frozenset({
         OpType.CONV, OpType.CONV_BPROP_DATA, OpType.CONV_BPROP_FILTER, OpType.POOL, OpType.POOL_BPROP,
-        OpType.MOMENTS, OpType.CENTERED_SUMS,
+        OpType.MOMENTS, OpType.CENTERED_SUMS, OpType.CTC, OpType.CTC_GRAD,
     })
-    CONTROL = frozenset({OpType.ASSIGN, OpType.SEQUENTIAL, OpType.DOALL, OpType.CUSTOM_GRADIENT, OpType.CALL})
+    CONTROL = frozenset({OpType.ASSIGN, OpType.SEQUENTIAL, OpType.DOALL, OpType.CUSTOM_GRADIENT, OpType.CALL,
+                         OpType.SCAN, OpType.SCAN_RESULT})
     COMPILED = frozenset({OpType.FUSED})
     # ops whose output never carries a gradient back to any input
     NON_DIFFERENTIABLE = (
@@ -137,7 +144,7 @@ class OpGroup:
     # ops whose value is a view of (or the same array as) a source: they own no buffer
     VIEW = frozenset({
         OpType.BROADCAST, OpType.CAST_AXES, OpType.RESHAPE, OpType.SLICE, OpType.STOP_GRADIENT,
-        OpType.SEQUENTIAL, OpType.CUSTOM_GRADIENT,
+        OpType.SEQUENTIAL, OpType.CUSTOM_GRADIENT, OpType.SCAN_RESULT,
     })
     # ops that need no buffer from a computation's arena (views, persistent or external data)
     NO_BUFFER = VIEW | {OpType.VARIABLE, OpType.PLACEHOLDER, OpType.CONSTANT, OpType.ASSIGN, OpType.DOALL}

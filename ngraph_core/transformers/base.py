@@ -37,10 +37,11 @@ class Computation:
     """
 
     def __init__(self, transformer: Transformer, results: Sequence[Op], placeholders: Sequence[Op],
-                 single: bool, mode: str = "training") -> None:
+                 single: bool, mode: str = "training", on_device: bool = False) -> None:
         self.transformer = transformer
         self.placeholders = tuple(placeholders)
         self.single = single
+        self.on_device = on_device  # a sub-graph's results stay backend arrays (its caller copies them at once)
         self.results = tuple(results)
         self.mode = mode
         self.recompiles = 0
@@ -55,7 +56,7 @@ class Computation:
                                                   transformer.dtype_of, backend=transformer.name, mode=self.mode,
                                                   kernels=KERNELS, kernel_context=KernelContext)
         self.workspace = Workspace(transformer.xp)
-        self.source, self._fn = transformer._build(self.graph, self.placeholders, self.workspace)
+        self.source, self._fn = transformer._build(self.graph, self.placeholders, self.workspace, self.on_device)
 
     @property
     def stale(self) -> bool:
@@ -225,7 +226,7 @@ class Transformer:
         """``graph`` compiled once on this transformer (its variables are the transformer's)."""
         comp = self._subgraphs.get(graph)
         if comp is None:
-            comp = self._subgraphs[graph] = Computation(self, graph.roots, graph.params, single=False)
+            comp = self._subgraphs[graph] = Computation(self, graph.roots, graph.params, single=False, on_device=True)
         return comp._fn
 
     # -- backend hooks ---------------------------------------------------------------------
@@ -361,10 +362,12 @@ class Transformer:
 
         return feed
 
-    def _result(self, op: Op) -> Callable[[Any], Any]:
+    def _result(self, op: Op, on_device: bool = False) -> Callable[[Any], Any]:
         to_numpy = self.to_numpy
         if op.op is OpType.DOALL:
             return lambda v: None
+        if on_device:  # a sub-graph's result: a fresh buffer handed over, a view copied on the device
+            return (lambda v: v) if owns_buffer(op) else self.xp.copy
         if owns_buffer(op):
             # a result's buffer is a fresh array each call (see _buffers): hand it over
             return lambda v: to_numpy(v)
@@ -400,7 +403,7 @@ class Transformer:
         return exprs, env
 
     def _build(self, graph: CompiledGraph, placeholders: Sequence[Op],
-               workspace: Workspace | None = None) -> tuple[str, Callable[..., tuple]]:
+               workspace: Workspace | None = None, on_device: bool = False) -> tuple[str, Callable[..., tuple]]:
         kc = KernelContext(self.xp, self.dtype_of, self.generator_for, workspace, self._subgraph)
         buffer_of, env = self._buffers(graph)
         names: dict[Op, str] = {}
@@ -425,8 +428,11 @@ class Transformer:
             comment = format_op(op, names).replace("  # ", "  | ")
             if op.op is OpType.PLACEHOLDER:
                 k = placeholders.index(op)
-                env[f"feed{k}"] = self._feeder(op)
-                lines.append((f"{name} = feed{k}(in{k})", comment))
+                if on_device:  # a sub-graph's inputs: backend arrays its caller checked when it was compiled
+                    lines.append((f"{name} = in{k}", comment))
+                else:
+                    env[f"feed{k}"] = self._feeder(op)
+                    lines.append((f"{name} = feed{k}(in{k})", comment))
             elif op.op is OpType.VARIABLE:
                 env[f"var{i}"] = self._variable(op)
                 lines.append((f"{name} = var{i}", comment))
@@ -447,7 +453,7 @@ class Transformer:
                 lines.append((f"{name}_before = copy({name})", "read after an assign to the variable it views"))
         outs = []
         for j, r in enumerate(graph.results):
-            env[f"out{j}"] = self._result(r)
+            env[f"out{j}"] = self._result(r, on_device)
             outs.append(f"out{j}({names[r]})")
         lines.append((f"return ({', '.join(outs)},)", ""))
         header = f"def computation({', '.join(params)}):\n"

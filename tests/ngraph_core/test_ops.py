@@ -11,9 +11,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import ctc_reference as ctc_ref
 import nn_reference as nn_ref
 import numpy as np
 import pytest
+import scan_reference as scan_ref
 from op_helper import Arg, arg, check_fused, check_op, check_op_torch
 
 import ngraph_core as ng
@@ -72,6 +74,25 @@ def pool_gradient(x: ng.Op | None, dy: ng.Op, **kw: Any) -> ng.Op:
     """d sum(pool(x) * dy) / dx; with x None a fresh variable (avg pooling's gradient does not read x)."""
     x = ng.variable([C, H, W, N_2], initial_value=0.0) if x is None else x
     return ng.deriv(ng.sum(ng.pooling(x, **kw) * dy), x)
+
+
+# CTC: logits [C, REC, N], padded labels [L, N] (a repeat "1 1" needs a blank between; length 0), lengths [N]
+C4, REC5, N3, L3 = ng.make_axis(4, "C"), ng.make_axis(5, "REC"), ng.make_axis(3, "N"), ng.make_axis(3, "L")
+CTC_INPUTS = [arg(C4, REC5, N3), arg(L3, N3, values=[[1, 3, 2], [1, 2, 0], [2, 1, 0]], dtype="int32"),
+              arg(N3, values=[5, 4, 3], dtype="int32"), arg(N3, values=[2, 3, 0], dtype="int32")]
+CTC_BLANK_3 = [arg(N3, REC5, C4), arg(N3, L3, values=[[1, 1, 3], [2, 0, 1], [0, 2, 2]], dtype="int32"),
+               arg(N3, values=[5, 3, 5], dtype="int32"), arg(N3, values=[2, 3, 3], dtype="int32")]
+
+
+def torch_ctc(x: Any, y: Any, il: Any, ll: Any, blank: int = 0, classes_last: bool = False) -> Any:
+    """F.ctc_loss per example on logits [C, REC, N] (or [N, REC, C]) and labels [L, N] (or [N, L])."""
+    lp = (x.permute(1, 0, 2) if classes_last else x.permute(1, 2, 0)).log_softmax(2)
+    return F_().ctc_loss(lp, y if classes_last else y.T, il, ll, blank=blank, reduction="none")
+
+
+def torch_ctc_gradient(x: Any, y: Any, il: Any, ll: Any) -> Any:
+    x = x.detach().requires_grad_()
+    return torch.autograd.grad(torch_ctc(x, y, il, ll).sum(), x, create_graph=True)[0]
 
 
 def torch_pool_gradient(x: Any, dy: Any, fn: Callable, **kw: Any) -> Any:
@@ -462,6 +483,14 @@ CASES: list[Case] = [
          [IMAGE, arg(C), arg(C), arg(C), arg(C, positive=True)],
          torch=lambda x, g, b, m, v: (x - m[:, None, None, None]) * (v[:, None, None, None] + 1e-3).rsqrt()
          * g[:, None, None, None] + b[:, None, None, None]),  # F.batch_norm: no gradient to running stats
+    # -- CTC: loss vs enumerating every path; its gradient op alone (no second derivative) ------
+    case("ctc_loss", T.CTC, ng.ctc_loss, lambda x, y, il, ll: ctc_ref.ctc_batch(x, y, il, ll)[0], CTC_INPUTS,
+         torch=torch_ctc),
+    case("ctc_loss_blank_3_classes_last", T.CTC, lambda x, y, il, ll: ng.ctc_loss(x, y, il, ll, blank=3),
+         lambda x, y, il, ll: ctc_ref.ctc_batch(x.transpose(2, 1, 0), y.T, il, ll, blank=3)[0], CTC_BLANK_3,
+         torch=lambda x, y, il, ll: torch_ctc(x, y, il, ll, blank=3, classes_last=True)),
+    case("ctc_gradient", T.CTC_GRAD, ng.ctc_grad, lambda x, y, il, ll: ctc_ref.ctc_batch(x, y, il, ll)[1],
+         CTC_INPUTS, grad=False, torch=torch_ctc_gradient),
     # -- control -------------------------------------------------------------------------------
     case("custom_gradient", T.CUSTOM_GRADIENT, triple_grad, lambda x: x, [CN],
          expected_grads=lambda xs, r: [3.0 * r]),
@@ -469,6 +498,8 @@ CASES: list[Case] = [
          lambda x: np.exp(2 * x), [CN], expected_grads=lambda xs, r: [r * np.exp(2 * xs[0]) * 3.0 * 2.0]),
     case("custom_gradient_two_inputs", T.CUSTOM_GRADIENT, lambda a, b: two_input_grad(a, b),
          lambda a, b: a * b[:, None], [CN, arg(C)], expected_grads=lambda xs, r: [2.0 * r, 5.0 * r.sum(1)]),
+    case("scan_leaky_rnn", (T.SCAN, T.SCAN_RESULT), scan_ref.ng_leaky, scan_ref.np_leaky,
+         [arg(C, ng.make_axis(4, "REC"), N), CN], torch=scan_ref.torch_leaky),
     case("call_subgraph", T.CALL, lambda x: ng.call(SUBGRAPH, x * 2.0), lambda x: np.tanh(2.0 * x) * x * 2.0,
          [CN], torch=lambda x: (2.0 * x).tanh() * x * 2.0),
     case("sequential_value", T.SEQUENTIAL, lambda a, b: ng.sequential([a * 2.0, b + 1.0]), lambda a, b: b + 1,

@@ -92,6 +92,24 @@ def _deconvolution() -> tuple[list[Op], list[Op]]:
     return [ng.deconvolution(x, _filter(), strides=2, padding=(1, 0), output_padding=(1, 0))], [x]
 
 
+def _scan(grad: bool) -> tuple[list[Op], list[Op]]:
+    x, h0 = _x("x", (C, ng.make_axis(3, "REC"), N)), _x("h0")
+    w = ng.variable([C], initial_value=np.array([0.5, -1.0, 0.25]), name="w")  # read inside the step: lifted
+    lengths = ng.constant(np.array([3, 1], dtype=np.int32), [N], dtype="int32")
+    (h,), (ys,) = ng.scan(lambda x_t, h: ([h * x_t], [ng.tanh(x_t * w + h)]), [x], [h0], x.axes[1], reverse=True,
+                          lengths=lengths)
+    loss = ng.sum(ys) + ng.sum(h * h)
+    return (ng.gradients(loss, [x, h0, w]) if grad else [h, ys]), [x, h0]
+
+
+def _ctc(grad: bool) -> tuple[list[Op], list[Op]]:
+    x = _x("logits", (C, ng.make_axis(6, "REC"), N))
+    labels = ng.constant(np.array([[1, 2], [1, 0]], dtype=np.int32), [ng.make_axis(2, "L"), N], dtype="int32")
+    lengths = [ng.constant(np.array(v, dtype=np.int32), [N], dtype="int32") for v in ([6, 4], [2, 1])]
+    loss = ng.ctc_loss(x, labels, *lengths, blank=0, zero_infinity=True)
+    return [ng.gradients(ng.sum(loss * loss), [x])[0] if grad else loss], [x]
+
+
 def _pool_grad(op: str) -> tuple[list[Op], list[Op]]:
     x = _image()
     y = ng.pooling(x, (3, 2), op=op, strides=(2, 1), padding=1, ceil_mode=True, count_include_pad=False)
@@ -141,6 +159,10 @@ GRAPHS: dict[OpType, Callable[[], tuple[list[Op], list[Op]]]] = {
     OpType.POOL_BPROP: lambda: _pool_grad("max"),
     OpType.MOMENTS: _unary(lambda x: ng.moments(x, [C])[1] + ng.moments(x, [C])[0]),
     OpType.CENTERED_SUMS: _unary(lambda x: ng.centered_sums(x * 2.0, x, ng.moments(x, [C])[0])[1]),
+    OpType.CTC: lambda: _ctc(False),
+    OpType.SCAN: lambda: _scan(False),
+    OpType.SCAN_RESULT: lambda: _scan(True),
+    OpType.CTC_GRAD: lambda: _ctc(True),
 }
 
 

@@ -111,6 +111,12 @@ def _call() -> Op:
     return ng.call(ng.graph([p], ng.tanh(p) * p), _x() + 1.0)
 
 
+def _scan_final() -> Op:
+    x = ng.placeholder([C, ng.make_axis(2, "REC"), N])
+    (h,), _ = ng.scan(lambda x_t, h: ([], [h + x_t]), [x], [_x()], x.axes[1], lengths=ng.placeholder([N], "int32"))
+    return h  # a scan_result of the scan op
+
+
 # one op of every kind of arg, built through the API
 ARG_SAMPLES: dict[str, Callable[[], Op]] = {
     "none": lambda: ng.tanh(_x()),
@@ -127,6 +133,8 @@ ARG_SAMPLES: dict[str, Callable[[], Op]] = {
     "conv": lambda: ng.convolution(_image(), _filter(), strides=(1, 2), padding=((1, 0), 1), dilation=(2, 1)),
     "pool": lambda: ng.pooling(_image(), (3, 2), op="avg", strides=(2, 1), padding=1, ceil_mode=True),
     "call": _call,
+    "scan": lambda: _scan_final().src[0],
+    "scan_result": _scan_final,
     "custom_gradient": lambda: _clip_grad(ng.tanh(_x())),
 }
 # args holding a process-local unique id: a loaded one is a new op, so compare what survives
@@ -164,6 +172,7 @@ def test_arg_from_bad_json(name: str) -> None:
     ("none", 1), ("constant_float", "2.5"), ("constant_array", ArrayValue(np.zeros(3))), ("variable", 1.5),
     ("placeholder", "p"), ("uniform", None), ("slice", ("x",)), ("pad", ((1, 2, 3), 0)), ("concat", 3),
     ("conv", "nonsense"), ("pool", None), ("call", 3), ("custom_gradient", None),
+    ("scan", 3), ("scan_result", "0"),
 ])
 def test_arg_check_refuses_a_wrong_form(name: str, bad: Any) -> None:
     good = ARG_SAMPLES[name]()

@@ -6,7 +6,7 @@ placeholders have no kernel: the executor binds their storage and feeds.
 """
 
 from ...ir import OpType
-from . import contraction, control, conv, elementwise, fused, leaf, movement, normalization, pool, reduce
+from . import contraction, control, conv, ctc, elementwise, fused, leaf, movement, normalization, pool, reduce, scan
 from .context import Kernel, KernelContext, KernelFactory, Workspace
 
 KERNELS: dict[OpType, KernelFactory] = {
@@ -17,8 +17,10 @@ KERNELS: dict[OpType, KernelFactory] = {
     **conv.KERNELS,
     **pool.KERNELS,
     **normalization.KERNELS,
+    **ctc.KERNELS,
     **leaf.KERNELS,
     **control.KERNELS,
+    **scan.KERNELS,
     **fused.KERNELS,
 }
 

@@ -1,0 +1,90 @@
+"""The ``scan`` loop and its ``scan_result`` views (``ir/scan.py`` says what they compute).
+
+The body is compiled once, when the kernel is made (``kc.subgraph``), and the loop is a
+Python ``for`` over the steps that calls it: the plan, and its compile time, do not grow
+with the sequence length, and one compiled computation runs any lengths of its batches.
+Per step the kernel only slices views, calls the body and copies its results into the
+preallocated pack (states in place, outputs into their step's slot); with valid lengths,
+a copy masked by ``t < lengths`` leaves finished examples' states unchanged, and their
+outputs stay zero.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...ir import Op, OpType
+from ...ir.scan import ScanArg
+from .context import Kernel, KernelContext
+
+
+def _batch_shape(axes: Any) -> tuple[int, ...] | None:
+    """A shape of ones but for the batch axis: how a ``[N]`` mask broadcasts against ``axes`` (None: no N,
+    the value is not per-example and is written at every step)."""
+    return tuple(a.length if a.is_batch else 1 for a in axes) if axes.batch_axis is not None else None
+
+
+def scan(op: Op, kc: KernelContext) -> Kernel:
+    """Run the body once per step over the recurrent axis, writing every result into the pack ``out``."""
+    arg: ScanArg = op.arg
+    xp, run = kc.xp, kc.subgraph(arg.body)
+    n_seq, n_state, n_out, n_extra = arg.n_seq, arg.n_state, arg.n_out, arg.n_extra
+    steps = arg.axis.length
+    order = range(steps - 1, -1, -1) if arg.reverse else range(steps)
+    layout = arg.layout()
+    spans = [(offset, offset + size, axes.lengths) for offset, size, axes in layout]
+    # prefixes of slices that put the step index on the recurrent axis of each array
+    seq_at = [(slice(None),) * s.axes.index(arg.axis.name) for s in op.src[:n_seq]]
+    stacked_at = [(slice(None),) * axes.index(arg.axis.name) for _, _, axes in layout[n_state:]]
+    out_at, saved_at = stacked_at[:n_out], stacked_at[n_out:]
+    state_params = arg.body.params[n_seq:n_seq + n_state]
+    # a state whose dtype differs from the pack's (an int counter in a float pack) runs in its own buffer
+    own_dtype = [None if kc.dtype_of(p) == kc.dtype_of(op) else kc.dtype_of(p) for p in state_params]
+    out_masks = [_batch_shape(r.axes) for r in arg.body.roots[:n_out]]
+    state_masks = [_batch_shape(p.axes) for p in state_params]
+    copyto = xp.copyto
+
+    def scan_kernel(out: Any, *src: Any) -> Any:
+        views = [out[start:stop].reshape(shape) for start, stop, shape in spans]
+        finals, stacked, saved = views[:n_state], views[n_state:n_state + n_out], views[n_state + n_out:]
+        seqs, extras = src[:n_seq], src[n_seq + n_state:n_seq + n_state + n_extra]
+        states = [f if dt is None else xp.empty(f.shape, dtype=dt) for f, dt in zip(finals, own_dtype)]
+        for state, initial in zip(states, src[n_seq:n_seq + n_state]):
+            copyto(state, initial, casting="unsafe")
+        valid = None
+        if arg.has_lengths:
+            valid = xp.arange(steps).reshape(steps, 1) < src[-1].reshape(1, -1)  # (T, N): step t of example n runs
+            for y in stacked:
+                y.fill(0)
+        for t in order:
+            xs = [x[at + (t, ...)] for x, at in zip(seqs, seq_at)]
+            for keep, state, at in zip(saved, states, saved_at):
+                copyto(keep[at + (t, ...)], state, casting="unsafe")
+            res = run(*xs, *states, *extras)
+            if valid is None:
+                for y, r, at in zip(stacked, res, out_at):
+                    copyto(y[at + (t, ...)], r, casting="unsafe")
+                for state, r in zip(states, res[n_out:]):
+                    copyto(state, r, casting="unsafe")
+            else:
+                mask = valid[t]
+                for y, r, at, shape in zip(stacked, res, out_at, out_masks):
+                    copyto(y[at + (t, ...)], r, casting="unsafe", where=True if shape is None else mask.reshape(shape))
+                for state, r, shape in zip(states, res[n_out:], state_masks):
+                    copyto(state, r, casting="unsafe", where=True if shape is None else mask.reshape(shape))
+        for final, state in zip(finals, states):
+            if final is not state:
+                copyto(final, state, casting="unsafe")
+        return out
+
+    return scan_kernel
+
+
+def scan_result(op: Op, kc: KernelContext) -> Kernel:
+    """A view of one result inside its scan's pack (no copy)."""
+    start, size, axes = op.src[0].arg.layout()[op.arg]
+    stop, shape = start + size, axes.lengths
+    return lambda pack: pack[start:stop].reshape(shape)
+
+
+KERNELS = {OpType.SCAN: scan, OpType.SCAN_RESULT: scan_result}
