@@ -17,7 +17,10 @@ Example:
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
+
+import numpy as np
 
 import ngraph_core as ng
 
@@ -232,5 +235,98 @@ class SmoothL1(Cost):
         return {"sigma": self.sigma}
 
 
-__all__ = ["Cost", "CostError", "CrossEntropyBinary", "CrossEntropyMulti", "MeanSquared", "SmoothL1", "SumSquared",
-           "match_targets"]
+def pack_ctc_targets(labels: Sequence[Sequence[int]], input_lengths: Sequence[int],
+                     max_label_length: int | None = None) -> np.ndarray:
+    """The ``CTC`` cost's targets, one row per sample: ``[input_length, label_length, *labels, 0...]``.
+
+    Args:
+        labels: one sequence of class ids per sample (the blank never among them).
+        input_lengths: the valid frames of each sample's *model output* (``REC`` of ``y_hat``).
+        max_label_length: ``L``, the padded label length (default: the longest).
+
+    Returns:
+        an int32 array ``(ndata, 2 + L)``; ``ArrayIterator(X, y=packed)`` yields ``[2 + L, N]`` batches.
+
+    Raises:
+        CostError: unequal counts, negative lengths, or a label sequence longer than ``L``.
+
+    Example:
+        >>> y = pack_ctc_targets([[3, 1], [2, 2, 5]], [50, 42])  # [[50, 2, 3, 1, 0], [42, 3, 2, 2, 5]]
+    """
+    labels = [list(seq) for seq in labels]
+    if len(labels) != len(input_lengths):
+        raise CostError(f"pack_ctc_targets: expected one input length per label sequence, received {len(labels)} "
+                        f"sequences and {len(input_lengths)} lengths")
+    longest = max((len(seq) for seq in labels), default=0)
+    width = longest if max_label_length is None else int(max_label_length)
+    if longest > width or any(int(n) < 0 for n in input_lengths):
+        raise CostError(f"pack_ctc_targets: expected label sequences of at most {width} and input lengths >= 0, "
+                        f"received a sequence of {longest}; hint: raise max_label_length")
+    packed = np.zeros((len(labels), 2 + width), dtype=np.int32)
+    for i, (seq, frames) in enumerate(zip(labels, input_lengths)):
+        packed[i, :2 + len(seq)] = [int(frames), len(seq), *seq]
+    return packed
+
+
+class CTC(Cost):
+    """Connectionist temporal classification: ``mean_n( -log p(labels_n | y_hat_n) )`` (``ng.ctc_loss``).
+
+    ``y_hat`` is the model's output ``[C, REC, N]`` (classes with the blank, time, batch) and
+    ``y`` the packed targets ``[P, N]`` of ``pack_ctc_targets``: per sample, row 0 is the
+    number of valid output frames, row 1 the label count, rows ``2:`` the labels padded to
+    ``L = P - 2`` (int, or float holding ints, as ``ArrayIterator`` feeds them). Like neon and
+    PyTorch's ``reduction="sum"`` divided by the batch, the cost is the mean over samples of
+    their summed negative log-likelihood (not divided by label lengths).
+
+    Args:
+        blank: the blank's class id.
+        inputs: ``"logits"`` (default; the last layer has no softmax, ``ng.ctc_loss`` normalizes)
+            or ``"probs"`` (a softmax output: its log is used).
+        zero_infinity: samples no alignment fits cost 0 instead of ``inf`` (see ``ng.ctc_loss``).
+
+    Raises:
+        CostError: bad settings; targets without the ``[2 + L, N]`` form.
+
+    Example:
+        >>> cost = CTC(blank=0)(logits, y)  # logits [C:29, REC:200, N], y [P:42, N]
+    """
+
+    def __init__(self, blank: int = 0, inputs: str = "logits", zero_infinity: bool = False) -> None:
+        if isinstance(blank, bool) or not isinstance(blank, int) or blank < 0:
+            raise CostError(f"CTC: expected blank to be an int >= 0, received {blank!r}")
+        if inputs not in ("logits", "probs"):
+            raise CostError(f"CTC: expected inputs='logits' or 'probs', received {inputs!r}")
+        if not isinstance(zero_infinity, bool):
+            raise CostError(f"CTC: expected zero_infinity to be a bool, received {zero_infinity!r}")
+        self.blank, self.inputs, self.zero_infinity = blank, inputs, zero_infinity
+
+    def __call__(self, y_hat: ng.Op, y: ng.Op) -> ng.Op:
+        with ng.name_scope("CTC", kind="CTC"):
+            return ng.sum(self.per_sample(y_hat, y)) / float(y_hat.axes.batch_axis.length)
+
+    def per_sample(self, y_hat: ng.Op, y: ng.Op) -> ng.Op:
+        """Each sample's negative log-likelihood ``[N]``."""
+        rest = [a for a in y.axes if not a.is_batch] if isinstance(y, ng.Op) else []
+        if len(rest) != 1 or rest[0].length < 2 or y.axes.batch_axis is None:
+            got = y.axes if isinstance(y, ng.Op) else type(y).__name__
+            raise CostError(f"CTC: expected packed targets [2 + L, N] (frames, label count, labels), received {got}; "
+                            "hint: y = pack_ctc_targets(labels, input_lengths)")
+        packed = y if y.dtype.startswith("int") else ng.cast(y, "int32")
+        lengths = [ng.slice_along_axis(packed, rest[0], i) for i in (0, 1)]
+        labels = ng.slice_along_axis(packed, rest[0], slice(2, None))
+        logits = ng.log(ng.maximum(y_hat, 1e-30)) if self.inputs == "probs" else y_hat
+        return ng.ctc_loss(logits, labels, *lengths, blank=self.blank, zero_infinity=self.zero_infinity)
+
+    def target_placeholder(self, y_hat: ng.Op, y_shape: tuple[int, ...], n: int) -> ng.Op:
+        """The placeholder for packed targets of ``y_shape == (2 + L,)`` per sample (a hook for ``Model``)."""
+        if len(y_shape) != 1 or y_shape[0] < 2:
+            raise CostError(f"CTC: expected packed targets of shape (2 + L,) per sample, received {y_shape}; "
+                            "hint: y = pack_ctc_targets(labels, input_lengths)")
+        return ng.placeholder([ng.make_axis(y_shape[0], "P"), ng.make_axis(n, "N")], name="Y")
+
+    def get_config(self) -> dict[str, Any]:
+        return {"blank": self.blank, "inputs": self.inputs, "zero_infinity": self.zero_infinity}
+
+
+__all__ = ["CTC", "Cost", "CostError", "CrossEntropyBinary", "CrossEntropyMulti", "MeanSquared", "SmoothL1",
+           "SumSquared", "match_targets", "pack_ctc_targets"]

@@ -15,7 +15,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import ngraph_core as ng
@@ -205,4 +205,96 @@ class LogLoss(Metric):
         return ng.cross_entropy_multi(y_hat, y, out_axes=batch)
 
 
-__all__ = ["Accuracy", "LogLoss", "Metric", "MetricError", "Misclassification", "TopKMisclassification"]
+def edit_distance(ref: Sequence[Any], hyp: Sequence[Any]) -> int:
+    """Levenshtein distance: the fewest substitutions, insertions and deletions turning ``ref`` into ``hyp``.
+
+    Example:
+        >>> edit_distance("kitten", "sitting")
+        3
+    """
+    row = list(range(len(hyp) + 1))
+    for i, r in enumerate(ref, start=1):
+        diagonal, row[0] = row[0], i
+        for j, h in enumerate(hyp, start=1):
+            diagonal, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, diagonal + (r != h))
+    return row[-1]
+
+
+class _ErrorRate:
+    """Corpus-level edit-distance rate on the host: ``sum(edits) / sum(len(reference))`` over all pairs.
+
+    Unlike the graph metrics above it compares decoded sequences (``neon.decoders``), which have
+    no fixed shape, so it is called with Python sequences, not ops.
+    """
+
+    name, unit_name = "error_rate", "units"
+
+    def units(self, text: Any) -> Sequence[Any]:
+        """The units distances count: characters (CER) or words (WER)."""
+        raise NotImplementedError
+
+    def __call__(self, refs: Sequence[Any], hyps: Sequence[Any]) -> float:
+        kind = type(self).__name__
+        if isinstance(refs, str) or isinstance(hyps, str):
+            raise MetricError(f"{kind}: expected lists of references and hypotheses, received a single string; "
+                              f"hint: {kind}()([reference], [hypothesis])")
+        refs, hyps = list(refs), list(hyps)
+        if len(refs) != len(hyps):
+            raise MetricError(f"{kind}: expected one hypothesis per reference, received {len(refs)} references "
+                              f"and {len(hyps)} hypotheses")
+        pairs = [(self.units(r), self.units(h)) for r, h in zip(refs, hyps)]
+        total = sum(len(r) for r, _ in pairs)
+        if total == 0:
+            raise MetricError(f"{kind}: the references hold no {self.unit_name}; expected at least one")
+        return sum(edit_distance(r, h) for r, h in pairs) / total
+
+    def get_config(self) -> dict[str, Any]:
+        return {}
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+class CER(_ErrorRate):
+    """Character error rate: character edits over reference characters, over the whole corpus.
+
+    Strings are compared character by character; sequences of label ids (a decoder's output)
+    element by element.
+
+    Raises:
+        MetricError: unequal numbers of references and hypotheses, or empty references.
+
+    Example:
+        >>> CER()(["hello world"], ["hallo word"])  # 2 edits / 11 characters
+        0.18181818181818182
+    """
+
+    name, unit_name = "cer", "characters"
+
+    def units(self, text: Any) -> Sequence[Any]:
+        return text if isinstance(text, str) else list(text)
+
+
+class WER(_ErrorRate):
+    """Word error rate: word edits over reference words (split on whitespace), over the whole corpus.
+
+    Raises:
+        MetricError: unequal numbers of references and hypotheses, non-string items, or no
+            reference words.
+
+    Example:
+        >>> WER()(["the cat sat"], ["the cat sat down"])  # 1 insertion / 3 words
+        0.3333333333333333
+    """
+
+    name, unit_name = "wer", "words"
+
+    def units(self, text: Any) -> Sequence[Any]:
+        if not isinstance(text, str):
+            raise MetricError(f"WER: expected strings, received {type(text).__name__}; hint: join decoded labels "
+                              "into text first")
+        return text.split()
+
+
+__all__ = ["CER", "WER", "Accuracy", "LogLoss", "Metric", "MetricError", "Misclassification",
+           "TopKMisclassification", "edit_distance"]
