@@ -32,8 +32,10 @@ import ngraph_core as ng
 from .callbacks import Callback, History
 from .data import ArrayIterator, DataError, dataset_shapes, in_order
 from .data import batch_size as first_batch_size
+from .inputs import KINDS, batch_kind, input_placeholders, same_features, split_batch
 from .layers import Layer, training_mode
 from .layers.base import name_children
+from .layers.recurrent import sequence_lengths
 from .saving import CheckpointError, read_checkpoint, variable_keys
 from .training import (
     ComputationCache,
@@ -89,15 +91,18 @@ class Model(TrainingOwner):
         self.backend = backend
         self.transformer_options = transformer_options
         self.input_shape: tuple[int, ...] | None = None
+        self.input_kind = "dense"  # or "frames" / "tokens": sequences with lengths (neon.inputs)
         self.epoch = 0
         self.history = History()
         self.stop_training = False
         self.optimizer: Any = None
         self._transformer: Any = None
-        self._outputs: dict[int, tuple[ng.Op, ng.Op, Any]] = {}   # N -> (X, y_hat, computation or None)
-        # N -> training computation, for one (cost, optimizer, y shape) and one set of trainable variables
+        # (N, sample shape) -> (inputs, y_hat, computation or None); sequences: inputs = (X, lengths)
+        self._outputs: dict[tuple, tuple[tuple[ng.Op, ...], ng.Op, Any]] = {}
+        # (N, sample shape, y shape) -> training computation, for one (cost, optimizer) and one set of
+        # trainable variables
         self._train = ComputationCache(lambda: trainable_set(self.layers.variables))
-        self._evals: dict[tuple, Any] = {}                         # (ids of cost/metrics, N, y shape) -> comp
+        self._evals: dict[tuple, Any] = {}  # (ids of cost/metrics, N, sample shape, y shape) -> comp
 
     # -- the transformer and the graphs ------------------------------------------------------------
     def caches(self) -> list[Any]:
@@ -116,31 +121,66 @@ class Model(TrainingOwner):
         """The model's variables (weights, running averages...), in the layers' order."""
         return list(self.layers.variables)
 
-    def _input(self, shape: Sequence[int], n: int) -> ng.Op:
+    def _input(self, shape: Sequence[int], n: int) -> tuple[ng.Op, ...]:
+        """The input placeholder(s) for ``n`` samples of ``shape``: ``(X,)``, or ``(X, lengths)`` for sequences."""
         shape = tuple(int(s) for s in shape)
         if self.input_shape is None:
             self.input_shape = shape
-        elif shape != self.input_shape:
+        elif not same_features(self.input_kind, shape, self.input_shape):
             raise DataError(f"Model: the data has samples of shape {shape}, expected {self.input_shape} "
                             "(the shape the model was built with)")
-        return sample_placeholder(shape, n)
+        x, lengths = input_placeholders(self.input_kind, shape, n)
+        return (x,) if lengths is None else (x, lengths)
 
-    def build(self, input_shape: Sequence[int], batch_size: int = 1) -> None:
-        """Create the variables for samples of ``input_shape`` (fit, eval and predict do it for you)."""
+    def _layers(self, inputs: tuple[ng.Op, ...]) -> ng.Op:
+        """The layers applied to the input, with the sequence lengths given to every recurrent layer."""
+        if len(inputs) == 1:
+            return self.layers(inputs[0])
+        with sequence_lengths(inputs[1]):
+            return self.layers(inputs[0])
+
+    def _set_kind(self, kind: str) -> None:
+        if kind not in KINDS:
+            raise ModelError(f"Model: expected an input kind among {KINDS}, received {kind!r}")
+        if self.built and kind != self.input_kind:
+            raise DataError(f"Model: the data is {kind} batches, but the model was built for {self.input_kind} "
+                            "batches; hint: sequences come as (array, lengths) pairs (SequenceIterator)")
+        self.input_kind = kind
+
+    def _peek(self, dataset: Any, what: str) -> tuple[tuple[int, ...], tuple[int, ...] | None]:
+        """The dataset's sample and target shapes; sets the input kind from its first batch."""
+        shape, y_shape = dataset_shapes(dataset, what)
+        if not hasattr(dataset, "shape"):  # an iterator without declared shapes: look at a batch
+            x, _ = next(iter(in_order(dataset)))
+            self._set_kind(batch_kind(x))
+        return shape, y_shape
+
+    def build(self, input_shape: Sequence[int], batch_size: int = 1, kind: str | None = None) -> None:
+        """Create the variables for samples of ``input_shape`` (fit, eval and predict do it for you).
+
+        Args:
+            input_shape: one sample's shape (``(F, T)`` frames or ``(T,)`` tokens for sequences).
+            batch_size: the batch length of the graph built now.
+            kind: ``"dense"``, ``"frames"`` or ``"tokens"`` (``neon.inputs``); default: as set.
+        """
+        if kind is not None:
+            self._set_kind(kind)
         self._inference(batch_size, input_shape)
 
-    def _inference(self, n: int, shape: Sequence[int] | None = None) -> tuple[ng.Op, ng.Op]:
-        """The inference graph for batch size ``n``: (input placeholder, output op)."""
-        if n not in self._outputs:
-            x = self._input(shape if shape is not None else self._require_built(), n)
+    def _inference(self, n: int, shape: Sequence[int] | None = None) -> tuple[tuple[ng.Op, ...], ng.Op]:
+        """The inference graph for ``n`` samples of ``shape``: (input placeholders, output op)."""
+        shape = tuple(shape if shape is not None else self._require_built())
+        key = (n, shape)
+        if key not in self._outputs:
+            inputs = self._input(shape, n)
             with training_mode(False):
-                y_hat = self.layers(x)
+                y_hat = self._layers(inputs)
             if not isinstance(y_hat, ng.Op) or y_hat.axes.batch_axis is None:
                 raise ModelError(f"Model: the layers' output must be one op with the batch axis N, received "
                                  f"{y_hat.axes if isinstance(y_hat, ng.Op) else type(y_hat).__name__}")
-            self._outputs[n] = (x, y_hat, None)
-        x, y_hat, _ = self._outputs[n]
-        return x, y_hat
+            self._outputs[key] = (inputs, y_hat, None)
+        inputs, y_hat, _ = self._outputs[key]
+        return inputs, y_hat
 
     def _require_built(self) -> tuple[int, ...]:
         if self.input_shape is None:
@@ -148,8 +188,11 @@ class Model(TrainingOwner):
                              "get_outputs or load_params once, which build it from the data's shape")
         return self.input_shape
 
-    def _targets(self, y_hat: ng.Op, y_shape: tuple[int, ...], n: int) -> ng.Op:
-        """The target placeholder for a dataset whose targets have ``y_shape`` per sample."""
+    def _targets(self, y_hat: ng.Op, y_shape: tuple[int, ...], n: int, cost: Any = None) -> ng.Op:
+        """The target placeholder for a dataset whose targets have ``y_shape`` per sample (a cost with
+        ``target_placeholder``, such as ``CTC``, makes its own)."""
+        if cost is not None and hasattr(cost, "target_placeholder"):
+            return cost.target_placeholder(y_hat, y_shape, n)
         out = tuple(a.length for a in y_hat.axes if not a.is_batch)
         if y_shape and math.prod(y_shape) != math.prod(out):
             raise DataError(f"Model: the dataset's targets have shape {y_shape} per sample, but the model outputs "
@@ -159,22 +202,25 @@ class Model(TrainingOwner):
         return ng.placeholder([*axes, ng.make_axis(n, "N")], name="Y")
 
     def _training(self, n: int, y_shape: tuple[int, ...], shape: Sequence[int], cost: Any, optimizer: Any) -> Any:
-        """The training computation for batch size ``n``: ``(x, y) -> (cost, None)`` updating the variables."""
-        return self._train.get(n, lambda n: self._compile_training(n, y_shape, shape, cost, optimizer),
-                               key=(cost, optimizer, y_shape))
+        """The training computation for ``n`` samples of ``shape``: ``(*inputs, y) -> (cost, None)``,
+        updating the variables."""
+        return self._train.get((n, tuple(shape), tuple(y_shape)),
+                               lambda key: self._compile_training(n, y_shape, shape, cost, optimizer),
+                               key=(cost, optimizer))
 
     def _compile_training(self, n: int, y_shape: tuple[int, ...], shape: Sequence[int], cost: Any,
                           optimizer: Any) -> Any:
-        x = self._input(shape, n)
+        inputs = self._input(shape, n)
         with training_mode(True):
-            y_hat = self.layers(x)
-        y = self._targets(y_hat, y_shape, n)
+            y_hat = self._layers(inputs)
+        y = self._targets(y_hat, y_shape, n, cost)
         loss = cost(y_hat, y)
         if not isinstance(loss, ng.Op) or len(loss.axes) != 0:
             raise ModelError(f"Model.fit: the cost must return a scalar op, received "
                              f"{loss.axes if isinstance(loss, ng.Op) else type(loss).__name__}")
         step = optimizer(loss, self.layers.trainable_variables)
-        return self.transformer.computation([loss, ng.doall([step, *graph_updates(self.layers, [x])])], x, y)
+        updates = graph_updates(self.layers, list(inputs))
+        return self.transformer.computation([loss, ng.doall([step, *updates])], *inputs, y)
 
     def freeze(self, items: Any = None) -> list[ng.Op]:
         """Stop training layers' or given variables (default: all); the next step recompiles (``training.freeze``).
@@ -237,7 +283,7 @@ class Model(TrainingOwner):
         if isinstance(num_epochs, bool) or not isinstance(num_epochs, int) or num_epochs < 0:
             raise ModelError(f"Model.fit: num_epochs must be an int >= 0, received {num_epochs!r}")
         metrics = _as_list(metric)
-        shape, y_shape = dataset_shapes(train_set, "train_set")
+        shape, y_shape = self._peek(train_set, "train_set")
         if y_shape is None:
             raise DataError("Model.fit: train_set yields no targets (y is None); hint: ArrayIterator(X, y, nclass=...)")
         if not self.built:
@@ -246,8 +292,10 @@ class Model(TrainingOwner):
         self.optimizer = optimizer
         bind_optimizer(optimizer, self.layers.variables)  # its state exists before anything is restored
 
-        def step(x: np.ndarray, y: np.ndarray) -> dict[str, float]:
-            return {"cost": float(self._training(x.shape[-1], y_shape, shape, cost, optimizer)(x, y)[0])}
+        def step(x: Any, y: np.ndarray) -> dict[str, float]:
+            array, lengths = split_batch(x)
+            train = self._training(array.shape[-1], tuple(np.shape(y)[:-1]), array.shape[:-1], cost, optimizer)
+            return {"cost": float(train(array, y)[0] if lengths is None else train(array, lengths, y)[0])}
 
         def validate(epoch: int) -> dict[str, float]:
             results = self._evaluate(valid_set, cost, metrics)
@@ -281,21 +329,22 @@ class Model(TrainingOwner):
 
     def _evaluate(self, dataset: Any, cost: Any, metrics: list[Any]) -> dict[str, float]:
         """``{"cost": mean cost, <metric name>: value}`` over ``dataset`` with the inference graph."""
-        shape, y_shape = dataset_shapes(dataset, "dataset")
+        _, y_shape = self._peek(dataset, "dataset")
         if y_shape is None:
             raise DataError("Model.eval: the dataset yields no targets (y is None); hint: ArrayIterator(X, y, ...)")
         cost_total, sums, seen = 0.0, [0.0] * len(metrics), 0
         for x, y in in_order(dataset):
-            n = x.shape[-1]
-            key = (id(cost), tuple(id(m) for m in metrics), n, y_shape)
+            array, lengths = split_batch(x)
+            n, shape, y_shape = array.shape[-1], array.shape[:-1], tuple(np.shape(y)[:-1])
+            key = (id(cost), tuple(id(m) for m in metrics), n, shape, y_shape)
             comp = self._evals.get(key)
             if comp is None:
-                xp, y_hat = self._inference(n, shape)
-                yp = self._targets(y_hat, y_shape, n)
+                inputs, y_hat = self._inference(n, shape)
+                yp = self._targets(y_hat, y_shape, n, cost)
                 ops = ([cost(y_hat, yp)] if cost is not None else []) + [m(y_hat, yp) for m in metrics]
-                comp = self._evals[key] = (self.transformer.computation(ops, xp, yp, mode="inference"), cost,
+                comp = self._evals[key] = (self.transformer.computation(ops, *inputs, yp, mode="inference"), cost,
                                            metrics)
-            values = comp[0](x, y)
+            values = comp[0](array, y) if lengths is None else comp[0](array, lengths, y)
             if cost is not None:
                 cost_total += float(values[0]) * n
                 values = values[1:]
@@ -315,15 +364,17 @@ class Model(TrainingOwner):
         Example:
             >>> probs = model.get_outputs(test)  # (1000, 10)
         """
-        shape, _ = dataset_shapes(dataset, "dataset")
+        self._peek(dataset, "dataset")
         chunks = []
         for x, _y in in_order(dataset):
-            n = x.shape[-1]
-            xp, y_hat = self._inference(n, shape)
-            entry = self._outputs[n]
+            array, lengths = split_batch(x)
+            n, shape = array.shape[-1], array.shape[:-1]
+            inputs, y_hat = self._inference(n, shape)
+            entry = self._outputs[(n, shape)]
             if entry[2] is None:
-                entry = self._outputs[n] = (xp, y_hat, self.transformer.computation(y_hat, xp, mode="inference"))
-            out = entry[2](x)
+                comp = self.transformer.computation(y_hat, *inputs, mode="inference")
+                entry = self._outputs[(n, shape)] = (inputs, y_hat, comp)
+            out = entry[2](array) if lengths is None else entry[2](array, lengths)
             chunks.append(np.moveaxis(out, y_hat.axes.index(y_hat.axes.batch_axis), 0))
         return np.concatenate(chunks, axis=0)
 
@@ -349,7 +400,7 @@ class Model(TrainingOwner):
                                               lshape=lshape))
 
     def _default_batch_size(self) -> int:
-        return max(self._train.sizes()) if self._train else 128
+        return max(key[0] for key in self._train.sizes()) if self._train else 128
 
     # -- checkpoints ------------------------------------------------------------------------------------
     def checkpoint_keys(self) -> tuple[dict[str, ng.Op], dict[str, ng.Op]]:
@@ -370,7 +421,7 @@ class Model(TrainingOwner):
         Example:
             >>> model.save_params("out/mnist_mlp.h5")
         """
-        self.save(path, self._require_built(), [_config(self.layers)])
+        self.save(path, self._require_built(), [_config(self.layers), {"input_kind": self.input_kind}])
 
     def load_params(self, path: str | Path, optimizer_state: bool = True) -> None:
         """Load a checkpoint written by ``save_params``: weights, epoch, history and optimizer state.
@@ -397,7 +448,9 @@ class Model(TrainingOwner):
             if data.input_shape is None:
                 raise CheckpointError(f"{path}: records no input shape; hint: build the model first "
                                       "(model.build(input_shape))")
-            self.build(data.input_shape)
+            kinds = [m.get("input_kind") for m in data.model[1:] if isinstance(m, dict)]
+            kind = kinds[0] if kinds and kinds[0] in KINDS else "dense"
+            self.build(data.input_shape, kind=kind)
         self.restore(path, data, optimizer_state)
 
     def __repr__(self) -> str:

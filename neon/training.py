@@ -35,7 +35,7 @@ import numpy as np
 import ngraph_core as ng
 
 from .callbacks import Callback, History, ProgressBar, TerminateOnNaN
-from .data import count_batches
+from .data import batch_length, count_batches
 from .saving import (
     CheckpointData,
     CheckpointError,
@@ -397,7 +397,7 @@ def fit_loop(owner: TrainingOwner, dataset: Any, num_epochs: int,
         for i, (x, y) in enumerate(dataset):
             for cb in callbacks:
                 cb.on_minibatch_begin(epoch, i, {})
-            n = int(x.shape[-1])
+            n = batch_length(x)
             values = step(x, y)
             for name in totals:
                 totals[name] += values[name] * n

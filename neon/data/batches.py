@@ -30,7 +30,7 @@ def batch_size(dataset: Any) -> int:
     size, ndata = getattr(dataset, "batch_size", None), getattr(dataset, "ndata", None)
     if size is None:
         x, _ = next(iter(in_order(dataset)))
-        return int(x.shape[-1])
+        return batch_length(x)
     return int(min(size, ndata)) if ndata is not None else int(size)
 
 
@@ -59,4 +59,10 @@ def dataset_shapes(dataset: Any, what: str) -> tuple[tuple[int, ...], tuple[int,
     except (StopIteration, TypeError, ValueError):
         raise DataError(f"Model: {what} must yield (x, y) batches with the batch axis last, e.g. an "
                         "ArrayIterator") from None
+    x = x[0] if isinstance(x, tuple) else x  # a sequence batch: (array, lengths)
     return tuple(np.shape(x)[:-1]), (None if y is None else tuple(np.shape(y)[:-1]))
+
+
+def batch_length(x: Any) -> int:
+    """How many samples a batch's ``x`` holds (its last axis; for ``(array, lengths)`` the array's)."""
+    return int(np.shape(x[0] if isinstance(x, tuple) else x)[-1])

@@ -106,7 +106,9 @@ class SequenceIterator:
 
     Args:
         sequences: a list of integer token sequences ``(T_i,)`` or float frames ``(T_i, F)``.
-        targets: None; one label per sequence (``(ndata,)``); or a list of target sequences.
+        targets: None; one label per sequence (``(ndata,)``); a 2-D array of fixed-width rows
+            (``(ndata, K)``, yielded as ``[K, N]``: e.g. ``neon.costs.pack_ctc_targets``); or a list
+            of target sequences (yielded padded, with their lengths).
         nclass: one-hot encode integer labels into ``[nclass, N]``.
         batch_size: sequences per batch.
         bucket_boundaries: increasing lengths; group sequences of similar length and pad to the bound.
@@ -164,6 +166,12 @@ class SequenceIterator:
                     raise DataError(f"SequenceIterator: with nclass={self.nclass}, expected integer labels in "
                                     f"[0, {self.nclass}), received dtype {y.dtype}, range [{y.min()}, {y.max()}]")
             return y, "labels"
+        if isinstance(targets, np.ndarray) and targets.ndim == 2:  # fixed-width rows, e.g. packed CTC targets
+            if targets.shape[0] != self.ndata or not np.issubdtype(targets.dtype, np.number):
+                raise DataError(f"SequenceIterator: expected numeric target rows of shape ({self.ndata}, K), "
+                                f"received {targets.dtype} {targets.shape}; hint: a list of arrays gives target "
+                                "sequences (padded, with lengths)")
+            return targets, "vectors"
         seqs, _ = _as_sequences(targets, "target")
         if len(seqs) != self.ndata:
             raise DataError(f"SequenceIterator: expected {self.ndata} target sequences, received {len(seqs)}")
@@ -212,6 +220,8 @@ class SequenceIterator:
                 onehot = np.zeros((self.nclass, index.size), dtype=np.float32)
                 onehot[y, np.arange(index.size)] = 1.0
                 y = onehot
+        elif self._y_kind == "vectors":
+            y = np.ascontiguousarray(self._y[index].T)
         elif self._y_kind == "sequences":
             y = pad_sequences([self._y[i] for i in index], None, self.target_pad_value)
         else:
