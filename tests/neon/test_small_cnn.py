@@ -8,8 +8,6 @@ seed and 0.71-0.81 over seeds 0-4 (chance is 0.10), so the bar of 0.5 has a wide
 
 from __future__ import annotations
 
-import time
-
 from neon.costs import CrossEntropyMulti
 from neon.data import ImageIterator, make_shapes_dataset
 from neon.initializers import Constant, set_seed
@@ -25,8 +23,8 @@ def small_cnn() -> list:
             Affine(256, bias=Constant(0), activation="relu"), Affine(10, bias=Constant(0), activation="softmax")]
 
 
-def test_small_cnn_learns_the_shapes_data_set_quickly() -> None:
-    start = time.perf_counter()
+def test_small_cnn_learns_the_shapes_data_set_in_three_epochs() -> None:
+    """Three epochs of 1,000 images (seconds on a quiet machine; speed is measured in benchmarks/, not here)."""
     (X, y), (Xt, yt) = make_shapes_dataset(1000, 500, seed=0)
     train = ImageIterator(X, y, nclass=10, batch_size=32, shuffle=True, seed=0, normalize=True)
     test = ImageIterator(Xt, yt, nclass=10, batch_size=100, mean=train.mean, std=train.std)
@@ -34,7 +32,6 @@ def test_small_cnn_learns_the_shapes_data_set_quickly() -> None:
     model = Model(small_cnn())
     history = model.fit(train, CrossEntropyMulti(), GradientDescentMomentum(0.01, 0.9), num_epochs=3,
                         valid_set=test, metric=Accuracy(), progress=False)
-    elapsed = time.perf_counter() - start
 
     assert model.input_shape == (3, 32, 32)
     costs = history["train_cost"]
@@ -42,4 +39,3 @@ def test_small_cnn_learns_the_shapes_data_set_quickly() -> None:
     accuracy = model.eval(test, Accuracy())
     assert accuracy == history["valid_accuracy"][-1]
     assert accuracy > 0.5, f"test accuracy {accuracy:.3f} (chance 0.1)"
-    assert elapsed < 30, f"{elapsed:.1f} s"

@@ -33,7 +33,7 @@ def test_a_gzip_bomb_is_never_inflated_past_the_header(tmp_path: Path) -> None:
     bomb.write_bytes(gzip.compress(struct.pack(">HBBI", 0, 8, 1, 10) + bytes(64 << 20), 9))
     start = time.perf_counter()
     assert peak_bytes(read_idx, bomb) < 1 << 20
-    assert time.perf_counter() - start < 1.0
+    assert time.perf_counter() - start < 10.0  # a hang guard; the memory bound above is the real check
 
 
 def test_headers_announcing_absurd_sizes_are_refused_before_reading(tmp_path: Path) -> None:
@@ -90,7 +90,7 @@ def test_a_decompression_bomb_image_is_refused_from_its_header(tmp_path: Path) -
     with pytest.raises(DataError, match=r"big\.png: an image of 5000x5000 pixels, expected at most "
                                         "max_pixels=1000000"):
         read_image(tmp_path / "big.png", max_pixels=1_000_000)
-    assert time.perf_counter() - start < 0.5
+    assert time.perf_counter() - start < 10.0  # refused from the header: a hang guard, not a speed test
     with pytest.raises(DataError, match="max_pixels must be a positive int"):
         read_image(tmp_path / "big.png", max_pixels=0)
 

@@ -48,10 +48,10 @@ def test_deterministic_per_seed_and_test_set_independent_of_train_size() -> None
     assert not np.array_equal(X, X4)
 
 
-def test_generation_is_fast() -> None:
+def test_generation_finishes() -> None:
     start = time.perf_counter()
     make_shapes_dataset()  # 6,000 images: 0.35 s measured on a 2-core machine
-    assert time.perf_counter() - start < 4.0
+    assert time.perf_counter() - start < 60.0  # a hang guard on a loaded machine; speed is not asserted
 
 
 def test_linear_classifier_learns_it_but_does_not_solve_it() -> None:
