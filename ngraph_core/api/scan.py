@@ -90,15 +90,16 @@ def _check_batch(outputs: list[Op], states: list[Op], batch: Axis) -> None:
 
 
 def build_scan(body: Graph, sequences: Sequence[Op], initial: Sequence[Op], extras: Sequence[Op], axis: Axis,
-               n_out: int, reverse: bool = False, lengths: Op | None = None,
-               name: str | None = None) -> tuple[list[Op], list[Op], list[Op]]:
+               n_out: int, reverse: bool = False, lengths: Op | None = None, name: str | None = None,
+               save_states: bool = True) -> tuple[list[Op], list[Op], list[Op]]:
     """The scan op over a ready body, and its results: final states, stacked outputs, stacked pre-step states.
 
     Each result has its declared dtype (a cast of its view of the pack where the pack's differs).
-    ``ng.scan`` and the gradient rule build through here.
+    ``ng.scan`` and the gradient rule build through here; ``save_states=False`` (the gradient's
+    reverse scan) packs no pre-step states, and the third list is empty.
     """
     src = [*sequences, *initial, *extras] + ([lengths] if lengths is not None else [])
-    arg = ScanArg(body, len(sequences), len(initial), n_out, axis, reverse, lengths is not None)
+    arg = ScanArg(body, len(sequences), len(initial), n_out, axis, reverse, lengths is not None, save_states)
     op = make(OpType.SCAN, src, arg, name=name)
     results = []
     for i, (_, dtype) in enumerate(arg.result_types()):

@@ -16,6 +16,17 @@ the pads directly, so no padded pack is ever computed) and builds the backward s
 
 The backward body is ``gradients(sum(y_t * dy_t) + sum(h_next * dh), [x_t, h, w])`` over the
 forward body's own params; it is one more ``Graph``, compiled once like any body.
+
+An extra's per-step gradient that is a sum of ``dot(a_t, p_t)`` terms, ``p_t`` a sequence or a
+state param (a weight's gradient: ``dot(dgates_t, h_t)``), is not summed in the loop: ``a_t``
+becomes a step output and the sum over steps is ONE dot of the stacked ``a`` and the stacked
+``p`` (the forward's sequence or saved states), contracting the recurrent axis with the others.
+That replaces T skinny matmuls and T read-modify-writes of the weight-sized sum by one large
+matmul, as PyTorch's LSTM backward does. Likewise a ``dot(w, p_t)`` of an extra and a
+sequence or state param that the body recomputes (the forward's gate matmul
+``dot(W_h, h_t)``) is computed for all steps at once, one dot of ``w`` and the stacked
+``p``, and enters the reverse scan as one more sequence. The reverse scan itself saves no
+pre-step states (``save_states=False``): nothing differentiates it again.
 """
 
 from __future__ import annotations
@@ -25,7 +36,7 @@ import numpy as np
 from .. import api as ng
 from ..api.scan import build_scan
 from ..errors import UnsupportedOpError
-from ..ir import Axes, Axis, Graph, Op, OpType, is_float, make
+from ..ir import Axes, Axis, Graph, Op, OpType, is_float, make, substitute, toposort
 from ..ir.scan import PACK_AXIS_NAME, ScanArg
 
 Grads = tuple[Op | None, ...]
@@ -98,11 +109,57 @@ def _like(g: Op, dtype: str) -> Op:
     return g if g.dtype == dtype else ng.cast(g, dtype)
 
 
+def _same(a: Op, b: Op) -> bool:
+    """``a`` and ``b`` compute the same value by construction: one op, or one op type, arg, axes and sources."""
+    return a is b or (a.op is b.op and a.arg == b.arg and a.axes == b.axes and a.dtype == b.dtype
+                      and len(a.src) == len(b.src) and all(x is y for x, y in zip(a.src, b.src)))
+
+
+def _dot_terms(g: Op, stepwise: set[Op]) -> list[tuple[Op, Op, bool]] | None:
+    """``g`` as a sum of ``dot`` terms ``(a, p, p_first)``, each with one factor ``p`` in ``stepwise``; else None."""
+    terms, stack = [], [g]
+    while stack:
+        t = stack.pop()
+        if t.op is OpType.ADD:
+            stack.extend(t.src)
+        elif t.op is OpType.DOT and (t.src[0] in stepwise) != (t.src[1] in stepwise):
+            p_first = t.src[0] in stepwise
+            terms.append((t.src[1], t.src[0], True) if p_first else (t.src[0], t.src[1], False))
+        else:
+            return None
+    return terms
+
+
+def _hoist_dots(roots: list[Op], outer: dict[Op, Op], stacked_of: dict[Op, Op]) -> tuple[list[Op], list[Op], list[Op]]:
+    """Replace each body ``dot`` of an extra param and a stepwise param by a new sequence param.
+
+    Args:
+        roots: the reverse body's roots.
+        outer: extra param -> the outer op it stands for (a lifted variable).
+        stacked_of: sequence or state param -> its stacked values over the recurrent axis.
+
+    Returns:
+        the new roots, the new params, and their outer values (one dot over all steps each): the
+        param's axes are the value's without the recurrent axis, as for any sequence.
+    """
+    found = [op for op in toposort(roots) if op.op is OpType.DOT and is_float(op.dtype) and len(op.src) == 2
+             and ((op.src[0] in outer and op.src[1] in stacked_of) or (op.src[1] in outer and op.src[0] in stacked_of))]
+    if not found:
+        return roots, [], []
+    params = [ng.placeholder(op.axes, op.dtype, name=f"hoisted_dot{k}") for k, op in enumerate(found)]
+    values = [ng.dot(*(outer[s] if s in outer else stacked_of[s] for s in op.src)) for op in found]
+    return substitute(roots, dict(zip(found, params, strict=True))), params, values
+
+
 def scan_grad(ctx: Op, op: Op) -> Grads:
     """Gradients of the sequences, initial states and extras: the results of a reverse scan."""
     from .gradient import gradients  # the reverse walk uses the rule table: imported at use
 
     arg: ScanArg = op.arg
+    if not arg.save_states:
+        raise UnsupportedOpError(
+            "gradients: a scan built without saved pre-step states (a scan's own gradient loop) cannot be "
+            "differentiated again (a second derivative through a scan); hint: differentiate the forward scan once")
     n_seq, n_state, n_out = arg.n_seq, arg.n_state, arg.n_out
     body = arg.body
     p_x, p_h, p_w = body.params[:n_seq], body.params[n_seq:n_seq + n_state], body.params[n_seq + n_state:]
@@ -123,7 +180,6 @@ def scan_grad(ctx: Op, op: Op) -> Grads:
 
     dy = [ng.placeholder(ys[i].axes, ys[i].dtype, name=f"d_y{i}") for i in outs]
     dh = [ng.placeholder(p_h[j].axes, p_h[j].dtype, name=f"d_state{j}") for j in f_state]
-    acc = [ng.placeholder(p_w[e].axes, p_w[e].dtype, name=f"sum_d_extra{e}") for e in f_extra]
     mask_t, valid = [], None
     if lengths is not None:  # a masked step of an example contributes nothing: zero its upstream gradients
         valid = _valid_steps(arg.axis, lengths)
@@ -137,8 +193,6 @@ def scan_grad(ctx: Op, op: Op) -> Grads:
     wrt = [p_x[k] for k in f_seq] + [p_h[j] for j in f_state] + [p_w[e] for e in f_extra]
     grads = gradients(cost, wrt)
     g_x, g_h, g_w = grads[:len(f_seq)], grads[len(f_seq):len(f_seq) + len(f_state)], grads[len(f_seq) + len(f_state):]
-    roots = [*g_x, *g_h, *(a + g for a, g in zip(acc, g_w))]
-    bw_body = Graph((*p_x, *p_h, *dy, *mask_t, *dh, *acc, *p_w), tuple(roots))
 
     saved = [make(OpType.SCAN_RESULT, [op], arg.saved_index(j)) for j in range(n_state)]
     saved = [_like(s, p.dtype) for s, p in zip(saved, p_h)]
@@ -146,16 +200,48 @@ def scan_grad(ctx: Op, op: Op) -> Grads:
     # step's Jacobian stays finite and its zero upstream gradient contributes exactly zero
     seen = [s if valid is None or lengths.axes[0] not in s.axes else
             ng.where(valid, s, ng.constant(0, (), dtype=s.dtype)) for s in seqs]
-    bw_seqs = [*seen, *saved, *(_like(g_out[i], ys[i].dtype) for i in outs), *([valid] if mask_t else [])]
+
+    # an extra's gradient summed by one dot over the stacked steps (module docstring), else in the loop
+    stacked_of = {**{p_x[k]: seen[k] for k in f_seq}, **{p_h[j]: saved[j] for j in f_state}}
+    step_outs = list(g_x)  # the body's step outputs: the sequence gradients, then the hoisted factors
+    hoisted: dict[int, list[tuple[int, Op, bool]]] = {}  # extra -> (step output index, stacked p, p_first)
+    summed: list[int] = []  # positions in f_extra summed in the loop
+    for pos, g in enumerate(g_w):
+        terms = _dot_terms(g, set(stacked_of))
+        if terms is None:
+            summed.append(pos)
+            continue
+        hoisted[pos] = []
+        for a, p, p_first in terms:
+            index = next((i for i, o in enumerate(step_outs) if _same(o, a)), None)
+            if index is None:
+                index = len(step_outs)
+                step_outs.append(a)
+            hoisted[pos].append((index, stacked_of[p], p_first))
+    acc = [ng.placeholder(p_w[f_extra[pos]].axes, p_w[f_extra[pos]].dtype, name=f"sum_d_extra{f_extra[pos]}")
+           for pos in summed]
+    roots = [*step_outs, *g_h, *(a + g_w[pos] for a, pos in zip(acc, summed))]
+    roots, pre_params, pre_values = _hoist_dots(roots, dict(zip(p_w, extras)), stacked_of)
+    bw_body = Graph((*p_x, *p_h, *dy, *mask_t, *pre_params, *dh, *acc, *p_w), tuple(roots))
+
+    bw_seqs = [*seen, *saved, *(_like(g_out[i], ys[i].dtype) for i in outs), *([valid] if mask_t else []),
+               *pre_values]
     bw_init = [_like(g_final[j], p_h[j].dtype) if g_final[j] is not None else ng.fill_like(p_h[j], 0.0)
-               for j in f_state] + [ng.fill_like(p_w[e], 0.0) for e in f_extra]
-    finals, stacked, _ = build_scan(bw_body, bw_seqs, bw_init, list(extras), arg.axis, len(f_seq),
-                                    not arg.reverse, lengths)
+               for j in f_state] + [ng.fill_like(p_w[f_extra[pos]], 0.0) for pos in summed]
+    finals, stacked, _ = build_scan(bw_body, bw_seqs, bw_init, list(extras), arg.axis, len(step_outs),
+                                    not arg.reverse, lengths, save_states=False)
     out = list(none)
     for k, g in zip(f_seq, stacked):
         out[k] = ng.axes_with_order(g, seqs[k].axes)
     for j, g in zip(f_state, finals[:len(f_state)]):
         out[n_seq + j] = g
-    for e, g in zip(f_extra, finals[len(f_state):]):
-        out[n_seq + n_state + e] = g
+    for pos, g in zip(summed, finals[len(f_state):]):
+        out[n_seq + n_state + f_extra[pos]] = g
+    for pos, terms in hoisted.items():
+        total = None
+        for index, p, p_first in terms:
+            term = ng.dot(p, stacked[index]) if p_first else ng.dot(stacked[index], p)
+            total = term if total is None else total + term
+        e = f_extra[pos]
+        out[n_seq + n_state + e] = ng.axes_with_order(_like(total, p_w[e].dtype), p_w[e].axes)
     return tuple(out)

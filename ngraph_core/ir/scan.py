@@ -15,7 +15,9 @@ float pack, such as a per-step argmax, is exact below 2**24 in float32), in this
 2. the stacked step outputs (the step output's axes with the recurrent axis inserted just
    before ``N``, or appended when there is no ``N``);
 3. the stacked *pre-step* states (state before each step, stacked the same way): what the
-   gradient, a reverse scan, needs to re-run the body's vector-Jacobian product.
+   gradient, a reverse scan, needs to re-run the body's vector-Jacobian product. A scan
+   built with ``save_states=False`` (the gradient's own reverse scan, which nothing
+   differentiates again) has none: the loop then neither stores nor copies them.
 
 With lengths, the results that have the batch axis of the lengths are masked per example
 (past its end a state keeps its value, an output is zero); a result without it is not
@@ -69,6 +71,7 @@ class ScanArg:
         axis: the recurrent axis iterated over (its length is the number of steps T).
         reverse: iterate T-1 .. 0.
         has_lengths: the last source is the valid lengths ``[N]``.
+        save_states: pack the stacked pre-step states (needed to differentiate the scan).
     """
 
     body: Graph
@@ -78,6 +81,7 @@ class ScanArg:
     axis: Axis
     reverse: bool = False
     has_lengths: bool = False
+    save_states: bool = True
 
     @property
     def graphs(self) -> tuple[Graph, ...]:
@@ -88,7 +92,8 @@ class ScanArg:
         return len(self.body.params) - self.n_seq - self.n_state
 
     def __repr__(self) -> str:
-        flags = "".join((", reverse" if self.reverse else "", ", lengths" if self.has_lengths else ""))
+        flags = "".join((", reverse" if self.reverse else "", ", lengths" if self.has_lengths else "",
+                         "" if self.save_states else ", no saved states"))
         return (f"scan over {self.axis}: {self.n_seq} seq, {self.n_state} state, {self.n_out} out, "
                 f"{self.n_extra} extra{flags}; {self.body!r}")
 
@@ -97,12 +102,13 @@ class ScanArg:
         """``(axes, dtype)`` of each packed result: final states, stacked outputs, stacked pre-step states."""
         states = self.body.params[self.n_seq:self.n_seq + self.n_state]
         outs = self.body.roots[:self.n_out]
+        saved = states if self.save_states else ()
         return ([(s.axes, s.dtype) for s in states]
                 + [(stacked_axes(o.axes, self.axis), o.dtype) for o in outs]
-                + [(stacked_axes(s.axes, self.axis), s.dtype) for s in states])
+                + [(stacked_axes(s.axes, self.axis), s.dtype) for s in saved])
 
     def saved_index(self, j: int) -> int:
-        """Index of state ``j``'s stacked pre-step values among the results."""
+        """Index of state ``j``'s stacked pre-step values among the results (only with ``save_states``)."""
         return self.n_state + self.n_out + j
 
     def layout(self) -> list[tuple[int, int, Axes]]:
@@ -125,7 +131,8 @@ class ScanArg:
         arg: ScanArg = op.arg
         return {"params": [ctx.index[p] for p in arg.body.params], "roots": [ctx.index[r] for r in arg.body.roots],
                 "n_seq": arg.n_seq, "n_state": arg.n_state, "n_out": arg.n_out,
-                "axis": [arg.axis.name, arg.axis.length], "reverse": arg.reverse, "has_lengths": arg.has_lengths}
+                "axis": [arg.axis.name, arg.axis.length], "reverse": arg.reverse, "has_lengths": arg.has_lengths,
+                **({} if arg.save_states else {"save_states": False})}
 
     @staticmethod
     def from_json(data: Any, ctx: CodecContext, where: str) -> ScanArg:
@@ -134,7 +141,8 @@ class ScanArg:
         Raises:
             SerializationError: bad keys or types, or ids that are not earlier ops of the document.
         """
-        check_keys(data, ("params", "roots", "n_seq", "n_state", "n_out", "axis", "reverse", "has_lengths"), where)
+        keys = ("params", "roots", "n_seq", "n_state", "n_out", "axis", "reverse", "has_lengths")
+        check_keys(data, keys + ("save_states",) if isinstance(data, dict) and "save_states" in data else keys, where)
         n = len(ctx.built)
         refs = {}
         for key in ("params", "roots"):
@@ -149,7 +157,8 @@ class ScanArg:
         name = check_type(axis[0], str, where, "an axis name")
         length = check_type(axis[1], int, where, "an axis length")
         counts = [check_type(data[k], int, where, f"{k} as an int") for k in ("n_seq", "n_state", "n_out")]
-        flags = [check_type(data[k], bool, where, f"{k} as true or false") for k in ("reverse", "has_lengths")]
+        flags = [check_type(data.get(k, True), bool, where, f"{k} as true or false")
+                 for k in ("reverse", "has_lengths", "save_states")]
         return ScanArg(Graph(refs["params"], refs["roots"]), *counts, Axis(name, length), *flags)
 
 

@@ -1,0 +1,146 @@
+"""Training step of an LSTM (issue 10): sequence 32, batch 32, input 64, hidden 256, fc to 10 classes.
+
+Softmax cross-entropy on the final hidden state, SGD momentum 0.9, lr 0.01. Two sides, each
+timed in its own process by ``run.py`` (never both in one process):
+
+* ``ngraph``: neon ``LSTM(256)`` over ``[F:64, REC:32, N:32]`` (``ng.scan``: one body graph,
+  one dot per step for all four gates, the input projection hoisted out of the loop), its
+  final hidden state into ``Affine(10, Softmax)``, ``CrossEntropyMulti`` and
+  ``GradientDescentMomentum``, compiled by the NumPy transformer into one computation that
+  returns the loss and performs the updates (no ``Model.fit`` loop: the step alone).
+* ``torch``: ``nn.LSTM(64, 256)`` + ``nn.Linear(256, 10)``, ``CrossEntropyLoss``,
+  ``optim.SGD(momentum=0.9)`` in PyTorch eager on CPU.
+
+Both sides start from the same weights (drawn in PyTorch's layout, copied into ours; torch's
+``b_hh`` is zero since our LSTM has one bias) and see the same batch, so their losses agree
+step by step (``LSTM_STEP_CHECK=1`` prints the first 5 losses of a side instead of timing it).
+Each side reports its peak RSS (``ru_maxrss``) after the timed steps.
+
+Usage: ``python benchmarks/run.py lstm_step --pairs 5 --threads 1 2``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import sys
+import time
+from collections.abc import Callable
+
+from harness import Step, blas_info, pin_threads, time_steps
+
+SEQ, BATCH, FEATURES, HIDDEN, CLASSES = 32, 32, 64, 256, 10
+LR, MOMENTUM = 0.01, 0.9
+STEPS, WARMUP = 50, 10
+
+
+def make_weights(rng) -> dict:
+    """Uniform(-1/sqrt(H), 1/sqrt(H)) weights in PyTorch's layout (gates i, f, g, o stacked); fc bias zero."""
+    def uniform(shape, bound):
+        return rng.uniform(-bound, bound, size=shape).astype("float32")
+
+    k = HIDDEN ** -0.5
+    return {"W_x": uniform((4 * HIDDEN, FEATURES), k), "W_h": uniform((4 * HIDDEN, HIDDEN), k),
+            "b": uniform((4 * HIDDEN,), k), "fc_W": uniform((CLASSES, HIDDEN), k)}
+
+
+def make_batch(rng):
+    """A random sequence (SEQ, BATCH, FEATURES) (PyTorch's layout) and integer labels (BATCH,)."""
+    return rng.standard_normal((SEQ, BATCH, FEATURES)).astype("float32"), rng.integers(0, CLASSES, size=BATCH)
+
+
+def peak_rss_mib() -> float:
+    """This process' peak resident set size in MiB (Linux reports ``ru_maxrss`` in KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def build_ngraph(threads: int) -> tuple[Step, str]:
+    import numpy as np
+
+    import ngraph_core as ng
+    from neon.costs import CrossEntropyMulti
+    from neon.layers import LSTM, Affine
+    from neon.optimizers import GradientDescentMomentum
+
+    rng = np.random.default_rng(0)
+    weights = make_weights(rng)
+    x, labels = make_batch(rng)
+    F, REC, N = ng.make_axis(FEATURES, "F"), ng.make_axis(SEQ, "REC"), ng.make_axis(BATCH, "N")
+    X, Y = ng.placeholder([F, REC, N], name="X"), ng.placeholder([ng.make_axis(CLASSES, "Y"), N], name="Y")
+    lstm, fc = LSTM(HIDDEN), Affine(CLASSES, bias=0.0, activation="softmax")
+    probs = fc(lstm(X))
+    loss = CrossEntropyMulti()(probs, Y)
+    update = GradientDescentMomentum(LR, MOMENTUM)(loss, lstm.trainable_variables + fc.trainable_variables)
+    t = ng.transformers.make_transformer()
+    train = t.computation([loss, update], X, Y)
+    cell = lstm.cell
+    for var, key in ((cell.W_x, "W_x"), (cell.W_h, "W_h"), (cell.b, "b"), (fc.linear.W, "fc_W")):
+        t.write_variable(var, weights[key])
+    x_ours = np.ascontiguousarray(np.transpose(x, (2, 0, 1)))  # (SEQ, N, F) -> [F, REC, N]
+    targets = np.ascontiguousarray(np.eye(CLASSES, dtype="float32")[labels].T)
+    return (lambda: train(x_ours, targets)[0]), f"ngraph_core numpy, {blas_info()}"
+
+
+def build_torch(threads: int) -> tuple[Step, str]:
+    import numpy as np
+    import torch
+
+    torch.set_num_threads(threads)
+    rng = np.random.default_rng(0)
+    weights = make_weights(rng)
+    x, labels = make_batch(rng)
+    lstm, fc = torch.nn.LSTM(FEATURES, HIDDEN), torch.nn.Linear(HIDDEN, CLASSES)
+    with torch.no_grad():  # the ngraph side's weights: same losses
+        lstm.weight_ih_l0.copy_(torch.from_numpy(weights["W_x"]))
+        lstm.weight_hh_l0.copy_(torch.from_numpy(weights["W_h"]))
+        lstm.bias_ih_l0.copy_(torch.from_numpy(weights["b"]))
+        lstm.bias_hh_l0.zero_()
+        fc.weight.copy_(torch.from_numpy(weights["fc_W"]))
+        fc.bias.zero_()
+    cost = torch.nn.CrossEntropyLoss()
+    params = [*lstm.parameters(), *fc.parameters()]
+    optimizer = torch.optim.SGD(params, lr=LR, momentum=MOMENTUM)
+    x, labels = torch.from_numpy(x), torch.from_numpy(labels)
+
+    def step() -> object:
+        optimizer.zero_grad()
+        _, (h_n, _) = lstm(x)
+        loss = cost(fc(h_n[0]), labels)
+        loss.backward()
+        optimizer.step()
+        return loss.detach()
+
+    return step, f"torch {torch.__version__}, {torch.get_num_threads()} threads"
+
+
+BUILDERS: dict[str, Callable[[int], tuple[Step, str]]] = {"ngraph": build_ngraph, "torch": build_torch}
+
+
+def main() -> None:
+    """``harness.child_main``'s protocol, its JSON line with ``peak_rss_mib`` added (run.py's RSS column)."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--side", choices=sorted(BUILDERS), required=True)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--warmup", type=int, default=WARMUP)
+    parser.add_argument("--steps", type=int, default=STEPS)
+    args = parser.parse_args()
+    pin_threads(args.threads)
+    start = time.perf_counter()
+    step, backend = BUILDERS[args.side](args.threads)
+    build_s = time.perf_counter() - start
+    if os.environ.get("LSTM_STEP_CHECK") == "1":
+        print(args.side, [round(float(step()), 4) for _ in range(5)], file=sys.stderr)
+        return
+    times = time_steps(step, args.warmup, args.steps)
+    print(json.dumps({
+        "side": args.side, "threads": args.threads, "steps": args.steps,
+        "median_ms": 1e3 * statistics.median(times), "min_ms": 1e3 * min(times), "build_s": build_s,
+        "backend": backend, "peak_rss_mib": peak_rss_mib(),
+    }))
+
+
+if __name__ == "__main__":
+    main()
