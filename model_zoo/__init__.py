@@ -8,6 +8,10 @@ _EXPORTS = {
     "resnet_cifar10": ("resnet_cifar10", "resnet_cifar10"),
     "train_resnet_cifar10": ("resnet_cifar10", "train"),
     "train_dcgan_mnist": ("dcgan_mnist", "train"),
+    "train_ctc_speech": ("ctc_speech", "train"),
+    "train_lstm_sentiment": ("lstm_sentiment", "train"),
+    "train_char_seq2seq": ("char_seq2seq", "train"),
+    "train_char_lm": ("char_lm", "train"),
 }
 
 
