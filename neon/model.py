@@ -376,7 +376,7 @@ class Model(TrainingOwner):
                 entry = self._outputs[(n, shape)] = (inputs, y_hat, comp)
             out = entry[2](array) if lengths is None else entry[2](array, lengths)
             chunks.append(np.moveaxis(out, y_hat.axes.index(y_hat.axes.batch_axis), 0))
-        return np.concatenate(chunks, axis=0)
+        return _stack_padded(chunks)
 
     def predict(self, x: Any, batch_size: int | None = None) -> np.ndarray:
         """The model's outputs for a raw array of samples ``(ndata, features...)``.
@@ -458,6 +458,16 @@ class Model(TrainingOwner):
 
 
 # -- helpers ---------------------------------------------------------------------------------------------
+def _stack_padded(chunks: list[np.ndarray]) -> np.ndarray:
+    """Batch-first chunks joined along the batch; sequence outputs of batches of other lengths are
+    zero-padded to the longest (a recurrent layer writes zeros past each sequence's end anyway)."""
+    widest = tuple(max(c.shape[d] for c in chunks) for d in range(1, chunks[0].ndim))
+    if all(c.shape[1:] == widest for c in chunks):
+        return np.concatenate(chunks, axis=0)
+    return np.concatenate([np.pad(c, [(0, 0)] + [(0, w - s) for s, w in zip(c.shape[1:], widest, strict=True)])
+                           for c in chunks], axis=0)
+
+
 def _as_list(metric: Any) -> list[Any]:
     if metric is None:
         return []

@@ -84,3 +84,14 @@ def test_a_sequence_checkpoint_rebuilds_a_fresh_model(tmp_path: Path) -> None:
     fresh.load_params(tmp_path / "seq.h5")
     assert fresh.input_kind == "frames"
     np.testing.assert_allclose(fresh.get_outputs(data), model.get_outputs(data), rtol=1e-6)
+
+
+def test_sequence_outputs_of_batches_of_other_lengths_are_padded_to_the_longest() -> None:
+    seqs, y = sign_task(20)
+    data = SequenceIterator(seqs, y, nclass=2, batch_size=6, bucket_boundaries=[6, 9])
+    model = Model([GRU(5, return_sequence=True)])
+    out = model.get_outputs(data)  # (ndata, H, REC)
+    longest = max(len(s) for s in seqs)
+    assert out.shape == (20, 5, longest)
+    for i, s in enumerate(seqs):  # zero past each sequence's own end
+        assert np.all(out[i, :, len(s):] == 0) and np.any(out[i, :, len(s) - 1] != 0)
