@@ -23,6 +23,18 @@ from .math import cast
 from .tensors import as_op, placeholder
 
 ScanResult = tuple[list[Op], list[Op]]
+KEPT_OPS = (OpType.SIGMOID, OpType.TANH)  # body intermediates a differentiable scan keeps per step
+
+
+def _kept(body: Graph) -> list[Op]:
+    """The body's float ``sigmoid``/``tanh`` ops (not already roots): what its gradient would recompute.
+
+    Their vector-Jacobian products read only their outputs, so keeping those per step spares the
+    reverse loop the activations and the (gate) matmul that feeds them.
+    """
+    roots = set(body.roots)
+    return [op for op in toposort(list(body.roots))
+            if op.op in KEPT_OPS and op not in roots and op.dtype in ("float16", "float32", "float64")]
 
 
 def _lift(roots: list[Op], params: list[Op]) -> tuple[list[Op], list[Op], list[Op]]:
@@ -95,18 +107,25 @@ def build_scan(body: Graph, sequences: Sequence[Op], initial: Sequence[Op], extr
     """The scan op over a ready body, and its results: final states, stacked outputs, stacked pre-step states.
 
     Each result has its declared dtype (a cast of its view of the pack where the pack's differs).
+    With ``save_states`` the body also keeps its ``sigmoid``/``tanh`` values per step (``_kept``,
+    extra roots after the new states; ``ScanArg.n_keep``), which the gradient reads.
     ``ng.scan`` and the gradient rule build through here; ``save_states=False`` (the gradient's
     reverse scan) packs no pre-step states, and the third list is empty.
     """
     src = [*sequences, *initial, *extras] + ([lengths] if lengths is not None else [])
-    arg = ScanArg(body, len(sequences), len(initial), n_out, axis, reverse, lengths is not None, save_states)
+    kept = _kept(body) if save_states else []
+    if kept:
+        body = Graph(body.params, (*body.roots, *kept))
+    arg = ScanArg(body, len(sequences), len(initial), n_out, axis, reverse, lengths is not None, save_states,
+                  len(kept))
     op = make(OpType.SCAN, src, arg, name=name)
     results = []
     for i, (_, dtype) in enumerate(arg.result_types()):
         view = make(OpType.SCAN_RESULT, [op], i)
         results.append(view if view.dtype == dtype else cast(view, dtype))
     n_state = len(initial)
-    return results[:n_state], results[n_state:n_state + n_out], results[n_state + n_out:]
+    saved = results[n_state + n_out:n_state + n_out + (n_state if save_states else 0)]
+    return results[:n_state], results[n_state:n_state + n_out], saved
 
 
 def scan(step: Callable[..., Any], sequences: Sequence[Any], initial: Sequence[Any], axis: Axis, *,

@@ -21,6 +21,8 @@ An extra's per-step gradient that is a sum of ``dot(a_t, p_t)`` terms, ``p_t`` a
 state param (a weight's gradient: ``dot(dgates_t, h_t)``), is not summed in the loop: ``a_t``
 becomes a step output and the sum over steps is ONE dot of the stacked ``a`` and the stacked
 ``p`` (the forward's sequence or saved states), contracting the recurrent axis with the others.
+The forward's ``sigmoid``/``tanh`` values, kept per step (``ScanArg.n_keep``), enter the reverse
+scan as sequences too: its body reads them instead of recomputing them and the gate matmul.
 That replaces T skinny matmuls and T read-modify-writes of the weight-sized sum by one large
 matmul, as PyTorch's LSTM backward does. Likewise a ``dot(w, p_t)`` of an extra and a
 sequence or state param that the body recomputes (the forward's gate matmul
@@ -151,6 +153,48 @@ def _hoist_dots(roots: list[Op], outer: dict[Op, Op], stacked_of: dict[Op, Op]) 
     return substitute(roots, dict(zip(found, params, strict=True))), params, values
 
 
+def _pad_concat(g: Op) -> Op | None:
+    """A sum of ``pad``s that tile one axis end to end (the gate gradients) as ONE ``concat``; else None."""
+    pads, stack = [], [g]
+    while stack:
+        t = stack.pop()
+        if t.op is OpType.ADD:
+            stack.extend(t.src)
+        elif t.op is OpType.PAD and t.axes == g.axes and len(t.src) == 1:
+            pads.append(t)
+        else:
+            return None
+    if len(pads) < 2:
+        return None
+    moved = {k for t in pads for k, (start, step) in enumerate(t.arg) if start != 0 or step != 1} or {0}
+    if len(moved) != 1 or any(len(t.arg) != len(g.axes) or any(step != 1 for _, step in t.arg) for t in pads):
+        return None
+    (k,) = moved
+    if any(any(a.length != b.length for i, (a, b) in enumerate(zip(t.src[0].axes, g.axes)) if i != k)
+           for t in pads):
+        return None
+    pads.sort(key=lambda t: t.arg[k][0])
+    at = 0
+    for t in pads:
+        if t.arg[k][0] != at or any(start != 0 for i, (start, _) in enumerate(t.arg) if i != k):
+            return None
+        at += t.src[0].axes[k].length
+    if at != g.axes[k].length:
+        return None
+    parts = [ng.cast_axes(t.src[0], [a.with_length(b.length) for a, b in zip(g.axes, t.src[0].axes)]) for t in pads]
+    joined = ng.concat_along_axis(parts, g.axes[k])
+    return joined if joined.axes == g.axes else None
+
+
+def _pads_to_concats(roots: list[Op]) -> list[Op]:
+    """Each outermost sum of tiling ``pad``s among ``roots``' ops replaced by one ``concat`` (``_pad_concat``)."""
+    order = toposort(roots)
+    inner = {s for op in order if op.op is OpType.ADD for s in op.src if s.op is OpType.ADD}
+    found = {op: c for op in order if op.op is OpType.ADD and op not in inner
+             and (c := _pad_concat(op)) is not None}
+    return substitute(roots, found) if found else roots
+
+
 def scan_grad(ctx: Op, op: Op) -> Grads:
     """Gradients of the sequences, initial states and extras: the results of a reverse scan."""
     from .gradient import gradients  # the reverse walk uses the rule table: imported at use
@@ -168,7 +212,7 @@ def scan_grad(ctx: Op, op: Op) -> Grads:
     lengths = op.src[-1] if arg.has_lengths else None
     pieces = _pieces(ctx, op)
     g_final, g_out = pieces[:n_state], pieces[n_state:n_state + n_out]
-    ys, h_next = body.roots[:n_out], body.roots[n_out:]
+    ys, h_next = body.roots[:n_out], body.roots[n_out:n_out + n_state]
 
     outs = [i for i in range(n_out) if g_out[i] is not None and is_float(ys[i].dtype)]
     f_seq = [k for k in range(n_seq) if is_float(p_x[k].dtype)]
@@ -221,11 +265,18 @@ def scan_grad(ctx: Op, op: Op) -> Grads:
     acc = [ng.placeholder(p_w[f_extra[pos]].axes, p_w[f_extra[pos]].dtype, name=f"sum_d_extra{f_extra[pos]}")
            for pos in summed]
     roots = [*step_outs, *g_h, *(a + g_w[pos] for a, pos in zip(acc, summed))]
+    # the activations the forward kept per step are read, not recomputed (nor the matmul before them)
+    kept_params = [ng.placeholder(k.axes, k.dtype, name=f"kept{i}") for i, k in enumerate(arg.kept())]
+    if kept_params:
+        roots = substitute(roots, dict(zip(arg.kept(), kept_params, strict=True)))
+    kept_values = [_like(make(OpType.SCAN_RESULT, [op], arg.kept_index(i)), k.dtype)
+                   for i, k in enumerate(arg.kept())]
+    roots = _pads_to_concats(roots)  # the gate gradients joined by one concat, not 4 pads and a sum
     roots, pre_params, pre_values = _hoist_dots(roots, dict(zip(p_w, extras)), stacked_of)
-    bw_body = Graph((*p_x, *p_h, *dy, *mask_t, *pre_params, *dh, *acc, *p_w), tuple(roots))
+    bw_body = Graph((*p_x, *p_h, *dy, *mask_t, *pre_params, *kept_params, *dh, *acc, *p_w), tuple(roots))
 
     bw_seqs = [*seen, *saved, *(_like(g_out[i], ys[i].dtype) for i in outs), *([valid] if mask_t else []),
-               *pre_values]
+               *pre_values, *kept_values]
     bw_init = [_like(g_final[j], p_h[j].dtype) if g_final[j] is not None else ng.fill_like(p_h[j], 0.0)
                for j in f_state] + [ng.fill_like(p_w[f_extra[pos]], 0.0) for pos in summed]
     finals, stacked, _ = build_scan(bw_body, bw_seqs, bw_init, list(extras), arg.axis, len(step_outs),

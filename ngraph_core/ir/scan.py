@@ -17,7 +17,10 @@ float pack, such as a per-step argmax, is exact below 2**24 in float32), in this
 3. the stacked *pre-step* states (state before each step, stacked the same way): what the
    gradient, a reverse scan, needs to re-run the body's vector-Jacobian product. A scan
    built with ``save_states=False`` (the gradient's own reverse scan, which nothing
-   differentiates again) has none: the loop then neither stores nor copies them.
+   differentiates again) has none: the loop then neither stores nor copies them;
+4. the stacked *kept* values (``n_keep``, only with ``save_states``): body intermediates
+   (the gate activations ``sigmoid``/``tanh``) that the body returns after its new states,
+   so the gradient reads them instead of recomputing them (and the gate matmul before them).
 
 With lengths, the results that have the batch axis of the lengths are masked per example
 (past its end a state keeps its value, an output is zero); a result without it is not
@@ -72,6 +75,7 @@ class ScanArg:
         reverse: iterate T-1 .. 0.
         has_lengths: the last source is the valid lengths ``[N]``.
         save_states: pack the stacked pre-step states (needed to differentiate the scan).
+        n_keep: how many kept intermediates: the last roots, after the new states, packed stacked.
     """
 
     body: Graph
@@ -82,6 +86,7 @@ class ScanArg:
     reverse: bool = False
     has_lengths: bool = False
     save_states: bool = True
+    n_keep: int = 0
 
     @property
     def graphs(self) -> tuple[Graph, ...]:
@@ -93,19 +98,29 @@ class ScanArg:
 
     def __repr__(self) -> str:
         flags = "".join((", reverse" if self.reverse else "", ", lengths" if self.has_lengths else "",
-                         "" if self.save_states else ", no saved states"))
+                         "" if self.save_states else ", no saved states",
+                         f", {self.n_keep} kept" if self.n_keep else ""))
         return (f"scan over {self.axis}: {self.n_seq} seq, {self.n_state} state, {self.n_out} out, "
                 f"{self.n_extra} extra{flags}; {self.body!r}")
 
     # -- results ------------------------------------------------------------------------------
     def result_types(self) -> list[tuple[Axes, str]]:
-        """``(axes, dtype)`` of each packed result: final states, stacked outputs, stacked pre-step states."""
+        """``(axes, dtype)`` of each packed result: final states, stacked outputs, pre-step states, kept values."""
         states = self.body.params[self.n_seq:self.n_seq + self.n_state]
         outs = self.body.roots[:self.n_out]
         saved = states if self.save_states else ()
         return ([(s.axes, s.dtype) for s in states]
                 + [(stacked_axes(o.axes, self.axis), o.dtype) for o in outs]
-                + [(stacked_axes(s.axes, self.axis), s.dtype) for s in saved])
+                + [(stacked_axes(s.axes, self.axis), s.dtype) for s in saved]
+                + [(stacked_axes(k.axes, self.axis), k.dtype) for k in self.kept()])
+
+    def kept(self) -> tuple[Op, ...]:
+        """The body's kept intermediates (its last ``n_keep`` roots)."""
+        return self.body.roots[len(self.body.roots) - self.n_keep:] if self.n_keep else ()
+
+    def kept_index(self, k: int) -> int:
+        """Index of kept value ``k``'s stacked values among the results."""
+        return self.n_state + self.n_out + (self.n_state if self.save_states else 0) + k
 
     def saved_index(self, j: int) -> int:
         """Index of state ``j``'s stacked pre-step values among the results (only with ``save_states``)."""
@@ -132,7 +147,8 @@ class ScanArg:
         return {"params": [ctx.index[p] for p in arg.body.params], "roots": [ctx.index[r] for r in arg.body.roots],
                 "n_seq": arg.n_seq, "n_state": arg.n_state, "n_out": arg.n_out,
                 "axis": [arg.axis.name, arg.axis.length], "reverse": arg.reverse, "has_lengths": arg.has_lengths,
-                **({} if arg.save_states else {"save_states": False})}
+                **({} if arg.save_states else {"save_states": False}),
+                **({"n_keep": arg.n_keep} if arg.n_keep else {})}
 
     @staticmethod
     def from_json(data: Any, ctx: CodecContext, where: str) -> ScanArg:
@@ -142,7 +158,9 @@ class ScanArg:
             SerializationError: bad keys or types, or ids that are not earlier ops of the document.
         """
         keys = ("params", "roots", "n_seq", "n_state", "n_out", "axis", "reverse", "has_lengths")
-        check_keys(data, keys + ("save_states",) if isinstance(data, dict) and "save_states" in data else keys, where)
+        if isinstance(data, dict):
+            keys += tuple(k for k in ("save_states", "n_keep") if k in data)
+        check_keys(data, keys, where)
         n = len(ctx.built)
         refs = {}
         for key in ("params", "roots"):
@@ -159,7 +177,8 @@ class ScanArg:
         counts = [check_type(data[k], int, where, f"{k} as an int") for k in ("n_seq", "n_state", "n_out")]
         flags = [check_type(data.get(k, True), bool, where, f"{k} as true or false")
                  for k in ("reverse", "has_lengths", "save_states")]
-        return ScanArg(Graph(refs["params"], refs["roots"]), *counts, Axis(name, length), *flags)
+        n_keep = check_type(data.get("n_keep", 0), int, where, "n_keep as an int")
+        return ScanArg(Graph(refs["params"], refs["roots"]), *counts, Axis(name, length), *flags, n_keep)
 
 
 class ResultIndex:
@@ -212,9 +231,11 @@ def infer_scan(src: Sequence[Op], arg: Any, axes: Any, dtype: Any) -> tuple[Axes
         raise AxesError(f"scan: expected a ScanArg, received {type(arg).__name__}; hint: build it with ng.scan")
     params, roots = arg.body.params, arg.body.roots
     n_extra = arg.n_extra
-    if min(arg.n_seq, arg.n_state, arg.n_out, n_extra) < 0 or len(roots) != arg.n_out + arg.n_state:
+    if min(arg.n_seq, arg.n_state, arg.n_out, n_extra, arg.n_keep) < 0 \
+            or len(roots) != arg.n_out + arg.n_state + arg.n_keep or (arg.n_keep and not arg.save_states):
         raise AxesError(f"scan: the body has {len(params)} params and {len(roots)} roots; expected "
-                        f"{arg.n_seq} + {arg.n_state} + extras params and {arg.n_out} + {arg.n_state} roots")
+                        f"{arg.n_seq} + {arg.n_state} + extras params and {arg.n_out} + {arg.n_state} + "
+                        f"{arg.n_keep} roots (kept values only with saved states)")
     expected = len(params) + arg.has_lengths
     if len(src) != expected:
         raise AxesError(f"scan: expected {expected} sources (sequences, states, extras, lengths), received {len(src)}")

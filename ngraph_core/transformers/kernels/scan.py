@@ -4,9 +4,9 @@ The body is compiled once, when the kernel is made (``kc.subgraph``), and the lo
 Python ``for`` over the steps that calls it: the plan, and its compile time, do not grow
 with the sequence length, and one compiled computation runs any lengths of its batches.
 Per step the kernel only slices views, calls the body and copies its results into the
-preallocated pack (states in place, outputs into their step's slot); with valid lengths,
-a copy masked by ``t < lengths`` leaves finished examples' states unchanged, and their
-outputs stay zero.
+preallocated pack (states in place, outputs and kept values into their step's slot); with
+valid lengths, a copy masked by ``t < lengths`` leaves finished examples' states unchanged,
+and their outputs and kept values stay zero.
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ def scan(op: Op, kc: KernelContext) -> Kernel:
     """Run the body once per step over the recurrent axis, writing every result into the pack ``out``."""
     arg: ScanArg = op.arg
     xp, run = kc.xp, kc.subgraph(arg.body)
-    n_seq, n_state, n_out, n_extra = arg.n_seq, arg.n_state, arg.n_out, arg.n_extra
+    n_seq, n_state, n_out, n_extra, n_keep = arg.n_seq, arg.n_state, arg.n_out, arg.n_extra, arg.n_keep
+    n_saved = n_state if arg.save_states else 0
     steps = arg.axis.length
     order = range(steps - 1, -1, -1) if arg.reverse else range(steps)
     layout = arg.layout()
@@ -36,17 +37,19 @@ def scan(op: Op, kc: KernelContext) -> Kernel:
     # prefixes of slices that put the step index on the recurrent axis of each array
     seq_at = [(slice(None),) * s.axes.index(arg.axis.name) for s in op.src[:n_seq]]
     stacked_at = [(slice(None),) * axes.index(arg.axis.name) for _, _, axes in layout[n_state:]]
-    out_at, saved_at = stacked_at[:n_out], stacked_at[n_out:]
+    out_at, saved_at = stacked_at[:n_out], stacked_at[n_out:n_out + n_saved]
+    out_at = out_at + stacked_at[n_out + n_saved:]  # the kept values are written like outputs
     state_params = arg.body.params[n_seq:n_seq + n_state]
     # a state whose dtype differs from the pack's (an int counter in a float pack) runs in its own buffer
     own_dtype = [None if kc.dtype_of(p) == kc.dtype_of(op) else kc.dtype_of(p) for p in state_params]
-    out_masks = [_batch_shape(r.axes) for r in arg.body.roots[:n_out]]
+    out_masks = [_batch_shape(r.axes) for r in (*arg.body.roots[:n_out], *arg.kept())]
     state_masks = [_batch_shape(p.axes) for p in state_params]
     copyto = xp.copyto
 
     def scan_kernel(out: Any, *src: Any) -> Any:
         views = [out[start:stop].reshape(shape) for start, stop, shape in spans]
-        finals, stacked, saved = views[:n_state], views[n_state:n_state + n_out], views[n_state + n_out:]
+        finals, saved = views[:n_state], views[n_state + n_out:n_state + n_out + n_saved]
+        stacked = views[n_state:n_state + n_out] + views[n_state + n_out + n_saved:]  # outputs, kept values
         seqs, extras = src[:n_seq], src[n_seq + n_state:n_seq + n_state + n_extra]
         states = [f if dt is None else xp.empty(f.shape, dtype=dt) for f, dt in zip(finals, own_dtype)]
         for state, initial in zip(states, src[n_seq:n_seq + n_state]):
@@ -61,16 +64,18 @@ def scan(op: Op, kc: KernelContext) -> Kernel:
             for keep, state, at in zip(saved, states, saved_at):
                 copyto(keep[at + (t, ...)], state, casting="unsafe")
             res = run(*xs, *states, *extras)
+            if n_keep:  # (outputs, states, kept) -> (outputs and kept, then states)
+                res = (*res[:n_out], *res[n_out + n_state:], *res[n_out:n_out + n_state])
             if valid is None:
                 for y, r, at in zip(stacked, res, out_at):
                     copyto(y[at + (t, ...)], r, casting="unsafe")
-                for state, r in zip(states, res[n_out:]):
+                for state, r in zip(states, res[n_out + n_keep:]):
                     copyto(state, r, casting="unsafe")
             else:
                 mask = valid[t]
                 for y, r, at, shape in zip(stacked, res, out_at, out_masks):
                     copyto(y[at + (t, ...)], r, casting="unsafe", where=True if shape is None else mask.reshape(shape))
-                for state, r, shape in zip(states, res[n_out:], state_masks):
+                for state, r, shape in zip(states, res[n_out + n_keep:], state_masks):
                     copyto(state, r, casting="unsafe", where=True if shape is None else mask.reshape(shape))
         for final, state in zip(finals, states):
             if final is not state:
