@@ -1,10 +1,9 @@
-"""``LookupTable``: word embeddings, looked up as ``W · one_hot(ids)``.
+"""``LookupTable``: word embeddings, looked up as ``ng.gather(W, ids, V)``.
 
-``ngraph_core`` has no gather op, so the lookup is a one-hot encoding followed by a dot
-product. That is exact, differentiable (the gradient of ``W`` is the scattered sum of
-the upstream gradients, as a gather's would be) and runs on every backend; it costs
-``vocab_size`` times the work of a gather, fine for vocabularies up to some thousands.
-A gather/scatter-add op pair in ``ngraph_core`` would make it O(embedding_dim) per id.
+The lookup reads one column of ``W`` per id and its gradient scatter-adds the upstream
+gradient into those columns (``ng.scatter_add``): O(embedding_dim) work per id, where the
+earlier ``W · one_hot(ids)`` cost O(vocab_size x embedding_dim) per id. Values, axes,
+variable names and checkpoint keys are unchanged.
 """
 
 from __future__ import annotations
@@ -60,7 +59,9 @@ class LookupTable(Layer):
                               "cast with ng.cast(ids, 'int64')")
         free_name(self, x, self.out_axis.name)
         free_name(self, x, self.vocab_axis.name)
-        return ng.dot(self.W, ng.one_hot(x, self.vocab_axis))
+        # float ids hold whole numbers (documented); the gather op takes integers
+        ids = x if x.dtype.startswith(("int", "uint")) else ng.cast(x, "int64")
+        return ng.gather(self.W, ids, self.vocab_axis)
 
     def get_config(self) -> dict[str, Any]:
         return {"name": self.name, "vocab_size": self.vocab_size, "embedding_dim": self.embedding_dim,

@@ -3,6 +3,7 @@
 from .control import assign, doall, sequential
 from .conv import convolution, deconvolution, pooling
 from .ctc import ctc_grad, ctc_loss
+from .gather import gather, scatter_add
 from .math import (
     absolute,
     add,
@@ -80,5 +81,5 @@ __all__ = [
     "cast_axes", "concat_along_axis", "expand_dims", "flatten", "one_hot", "pad", "slice_along_axis",
     "stack", "tensor_slice", "unflatten", "as_op", "constant", "make_axes", "make_axis", "normal",
     "placeholder", "uniform", "variable", "batch_norm", "centered_sums", "moments", "call", "graph", "scan",
-    "ctc_grad", "ctc_loss",
+    "ctc_grad", "ctc_loss", "gather", "scatter_add",
 ]

@@ -221,6 +221,9 @@ RULES: dict[OpType, Rule] = {
     OpType.SLICE: _slice_grad,
     OpType.PAD: _pad_grad,
     OpType.CONCAT: _concat_grad,
+    # gather and scatter_add are each other's adjoints (linear in the table/updates); ids get none
+    OpType.GATHER: lambda ctx, op: (ng.scatter_add(ctx, op.src[1], op.src[0].axes, op.arg), None),
+    OpType.SCATTER_ADD: lambda ctx, op: (ng.gather(ctx, op.src[1], op.arg), None),
     # contraction
     OpType.DOT: _dot_grad,
     # neural network

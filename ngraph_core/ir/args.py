@@ -154,6 +154,12 @@ class AxisName(_Name):
     expected = "the name (str) of the axis to concatenate along"
 
 
+class LookupAxis(_Name):
+    """A gather's or scatter_add's ``arg``: the name of the table axis the ids index; JSON: the string."""
+
+    expected = "the name (str) of the table axis the ids index"
+
+
 class GradientKey(_Name):
     """A custom_gradient's ``arg``: the registry key of its ``ng.custom_gradient`` function; JSON: the string."""
 
@@ -218,6 +224,8 @@ ARG_TYPES: dict[OpType, type] = {
     OpType.SLICE: SliceIndices,
     OpType.PAD: PadWidths,
     OpType.CONCAT: AxisName,
+    OpType.GATHER: LookupAxis,
+    OpType.SCATTER_ADD: LookupAxis,
     OpType.CONV: ConvArg,
     OpType.CONV_BPROP_DATA: ConvArg,
     OpType.CONV_BPROP_FILTER: ConvArg,

@@ -192,6 +192,50 @@ def _dot(src, arg, axes, dtype):
     return (a.axes - shared) + (b.axes - shared), promote(a.dtype, b.dtype)
 
 
+def lookup_axes(table: Axes, name: Any, ids: Op, what: str) -> Axes:
+    """The axes of ``gather(table, ids)`` along the axis called ``name``: the table's other axes, then ids'.
+
+    Raises ``AxesError`` when the table lacks the axis or shares an axis name with the ids,
+    ``DTypeError`` when the ids are not integers.
+    """
+    axis = table.find(name) if isinstance(name, str) else None
+    if axis is None:
+        raise AxesError(
+            f"{what}: expected a table with an axis named {name!r}, received {format_axes(table)}; "
+            "hint: pass one of the table's own axes to look rows up along"
+        )
+    if ids.dtype not in INT_DTYPES or ids.dtype == "bool":
+        raise DTypeError(
+            f"{what}: expected integer ids ({', '.join(INT_DTYPES[1:])}), received {ids.dtype}; "
+            "hint: ng.cast(ids, 'int64') first"
+        )
+    rest = table - Axes([axis])
+    shared = [a for a in ids.axes.names if a in rest.names]
+    if shared:
+        raise AxesError(
+            f"{what}: the ids {format_axes(ids.axes)} share the axis name(s) {shared} with the table's other "
+            f"axes {format_axes(rest)}; expected distinct names; hint: rename them with ng.cast_axes"
+        )
+    return rest + ids.axes
+
+
+def _gather(src, arg, axes, dtype):
+    table, ids = src
+    return lookup_axes(table.axes, arg, ids, "gather"), table.dtype
+
+
+def _scatter_add(src, arg, axes, dtype):
+    updates, ids = src
+    out = _given_axes(axes, "scatter_add", "table")
+    expected = lookup_axes(out, arg, ids, "scatter_add")
+    if updates.axes != expected:
+        raise AxesError(
+            f"scatter_add: expected updates with the axes of gather(table, ids) {format_axes(expected)}, received "
+            f"{format_axes(updates.axes)}; hint: the updates are the upstream gradient of a gather"
+        )
+    return out, updates.dtype
+
+
 def _float_operands(src: Sequence[Op], what: str) -> str:
     for s in src:
         if not is_float(s.dtype):
@@ -354,6 +398,8 @@ INFER: dict[OpType, Rule] = {
     OpType.SLICE: _slice,
     OpType.PAD: _pad,
     OpType.CONCAT: _concat,
+    OpType.GATHER: _gather,
+    OpType.SCATTER_ADD: _scatter_add,
     OpType.DOT: _dot,
     OpType.CONV: _conv,
     OpType.CONV_BPROP_DATA: _conv_bprop_data,
@@ -378,8 +424,10 @@ ARITY: dict[OpType, int | None] = {
     **{t: 1 for t in OpGroup.UNARY | OpGroup.REDUCE},
     **{t: 2 for t in OpGroup.BINARY | OpGroup.COMPARISON},
     OpType.WHERE: 3,
-    **{t: 1 for t in OpGroup.MOVEMENT - {OpType.CONCAT}},
+    **{t: 1 for t in OpGroup.MOVEMENT - {OpType.CONCAT, OpType.GATHER, OpType.SCATTER_ADD}},
     OpType.CONCAT: None,
+    OpType.GATHER: 2,  # (table, ids)
+    OpType.SCATTER_ADD: 2,  # (updates, ids); axes: the table's
     OpType.DOT: 2,
     **{t: 2 for t in (OpType.CONV, OpType.CONV_BPROP_DATA, OpType.CONV_BPROP_FILTER)},
     OpType.POOL: 1,

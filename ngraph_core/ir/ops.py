@@ -70,6 +70,11 @@ class OpType(Enum):
     SLICE = "slice"
     PAD = "pad"
     CONCAT = "concat"
+    # row lookup along a named axis (arg: the axis name): gather reads rows of a table at integer
+    # ids, scatter_add (gather's adjoint) sums rows into a zero table at ids; ids out of range
+    # read zeros / are dropped
+    GATHER = "gather"
+    SCATTER_ADD = "scatter_add"
     # contraction
     DOT = "dot"
     # neural-network ops over [C, *spatial, N] activations (arg: ir/conv.py ConvArg / PoolArg)
@@ -123,6 +128,7 @@ class OpGroup:
     REDUCE = frozenset({OpType.SUM, OpType.MAX, OpType.MIN, OpType.PROD, OpType.ARGMAX, OpType.ARGMIN})
     MOVEMENT = frozenset({
         OpType.BROADCAST, OpType.CAST_AXES, OpType.RESHAPE, OpType.SLICE, OpType.PAD, OpType.CONCAT,
+        OpType.GATHER, OpType.SCATTER_ADD,
     })
     CONTRACTION = frozenset({OpType.DOT})
     # convolution (its data and filter gradients; the data gradient is also the transposed

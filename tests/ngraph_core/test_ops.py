@@ -118,6 +118,27 @@ def np_softplus(z: np.ndarray) -> np.ndarray:
     return np.maximum(z, 0) + np.log1p(np.exp(-np.abs(z)))
 
 
+def np_gather(table: np.ndarray, ids: np.ndarray, axis: int) -> np.ndarray:
+    """``table``'s rows along ``axis`` at ``ids`` (zero rows out of range), the table's other axes first."""
+    valid = (ids >= 0) & (ids < table.shape[axis])
+    rows = np.moveaxis(np.take(table, np.where(valid, ids, 0), axis=axis), range(axis, axis + ids.ndim),
+                       range(table.ndim - 1, table.ndim - 1 + ids.ndim))
+    return rows * valid
+
+
+def np_scatter_add(updates: np.ndarray, ids: np.ndarray, length: int) -> np.ndarray:
+    """A zero table [rest, length] plus, at each in-range id, its column of ``updates`` [rest, *ids.shape]."""
+    out = np.zeros((updates.shape[0], length))
+    flat, cols = ids.reshape(-1), updates.reshape(updates.shape[0], -1)
+    valid = (flat >= 0) & (flat < length)
+    np.add.at(out, (slice(None), flat[valid]), cols[:, valid])
+    return out
+
+
+LOOKUP_IDS = np.array([[4, 0], [4, 2], [1, 4], [0, 0]])  # [N, K], ids into Y:5 with repeats
+LOOKUP_IDS_OUT = np.array([[4, -1], [5, 2], [7, 4], [0, -3]])  # ... and out of range
+
+
 def max_tie_grads(arrays: list[np.ndarray], r: np.ndarray) -> list[np.ndarray]:
     """Gradient of sum(max over C of x * R): R split equally among the tied maxima."""
     x = arrays[0]
@@ -343,6 +364,20 @@ CASES: list[Case] = [
          lambda a, b, c: np.stack([a, b, c], 2), [CN, CN, CN], torch=lambda a, b, c: torch.stack([a, b, c], 2)),
     case("one_hot", (T.EQUAL, T.CAST), lambda i: ng.one_hot(i, Y), lambda i: np.eye(5, dtype=np.float32)[i].T,
          [arg(N, values=LABELS, dtype="int64")], grad=False),
+    # -- row lookup (embeddings): gather and its adjoint scatter_add; ids out of range read/write nothing
+    case("gather_repeated_ids", T.GATHER, lambda w, i: ng.gather(w, i, Y), lambda w, i: np_gather(w, i, 1),
+         [arg(C, Y), arg(N, K, values=LOOKUP_IDS, dtype="int64")],
+         torch=lambda w, i: F_().embedding(i, w.T).permute(2, 0, 1)),
+    case("gather_out_of_range_ids", T.GATHER, lambda w, i: ng.gather(w, i, Y), lambda w, i: np_gather(w, i, 1),
+         [arg(C, Y), arg(N, K, values=LOOKUP_IDS_OUT, dtype="int32")]),
+    case("gather_table_axis_first", T.GATHER, lambda w, i: ng.gather(w, i, "Y"), lambda w, i: np_gather(w, i, 0),
+         [arg(Y, C, H), arg(N, values=LABELS, dtype="int64")],
+         torch=lambda w, i: F_().embedding(i, w.reshape(5, -1)).reshape(4, 3, 5).permute(1, 2, 0)),
+    case("scatter_add_repeated_ids", T.SCATTER_ADD, lambda u, i: ng.scatter_add(u, i, [C, Y], Y),
+         lambda u, i: np_scatter_add(u, i, 5), [arg(C, N, K), arg(N, K, values=LOOKUP_IDS, dtype="int64")],
+         torch=lambda u, i: torch.zeros((3, 5), dtype=u.dtype).index_add(1, i.reshape(-1), u.reshape(3, -1))),
+    case("scatter_add_out_of_range_ids", T.SCATTER_ADD, lambda u, i: ng.scatter_add(u, i, [C, Y], Y),
+         lambda u, i: np_scatter_add(u, i, 5), [arg(C, N, K), arg(N, K, values=LOOKUP_IDS_OUT, dtype="int64")]),
     # -- dot in every axis order ---------------------------------------------------------------
     case("dot_cn_hc", T.DOT, ng.dot, lambda a, b: np.einsum("cn,hc->nh", a, b), [CN, arg(H, C)],
          torch=lambda a, b: torch.einsum("cn,hc->nh", a, b)),

@@ -110,6 +110,13 @@ def _ctc(grad: bool) -> tuple[list[Op], list[Op]]:
     return [ng.gradients(ng.sum(loss * loss), [x])[0] if grad else loss], [x]
 
 
+def _lookup(grad: bool) -> tuple[list[Op], list[Op]]:
+    table = _x("table", (C, ng.make_axis(5, "V")))
+    ids = ng.constant(np.array([[4, 0, 4], [-1, 2, 5]]), [N, ng.make_axis(3, "T")], dtype="int64")
+    y = ng.gather(table, ids, "V")  # [C, N, T]
+    return [ng.gradients(ng.sum(y * y), [table])[0] if grad else y], [table]
+
+
 def _pool_grad(op: str) -> tuple[list[Op], list[Op]]:
     x = _image()
     y = ng.pooling(x, (3, 2), op=op, strides=(2, 1), padding=1, ceil_mode=True, count_include_pad=False)
@@ -146,6 +153,8 @@ GRAPHS: dict[OpType, Callable[[], tuple[list[Op], list[Op]]]] = {
     OpType.SLICE: _unary(lambda x: ng.tensor_slice(x, [slice(None, None, -2), 1]) + ng.tensor_slice(x, [0, 1])),
     OpType.PAD: _unary(lambda x: ng.pad(x, [(1, 2), 0])),
     OpType.CONCAT: _concat,
+    OpType.GATHER: lambda: _lookup(False),
+    OpType.SCATTER_ADD: lambda: _lookup(True),
     OpType.DOT: _binary(ng.dot),
     OpType.ASSIGN: _assign,
     OpType.SEQUENTIAL: _sequential,

@@ -130,6 +130,7 @@ ARG_SAMPLES: dict[str, Callable[[], Op]] = {
     "slice": lambda: ng.tensor_slice(_x(), [slice(None, None, -2), 1]),
     "pad": lambda: ng.pad(_x(), [(1, 2), 0]),
     "concat": lambda: ng.concat_along_axis([_x(), _x() * 2.0], C),
+    "gather": lambda: ng.gather(_x(), ng.placeholder([H], dtype="int64"), N),
     "conv": lambda: ng.convolution(_image(), _filter(), strides=(1, 2), padding=((1, 0), 1), dilation=(2, 1)),
     "pool": lambda: ng.pooling(_image(), (3, 2), op="avg", strides=(2, 1), padding=1, ceil_mode=True),
     "call": _call,
@@ -170,7 +171,7 @@ def test_arg_from_bad_json(name: str) -> None:
 
 @pytest.mark.parametrize("name, bad", [
     ("none", 1), ("constant_float", "2.5"), ("constant_array", ArrayValue(np.zeros(3))), ("variable", 1.5),
-    ("placeholder", "p"), ("uniform", None), ("slice", ("x",)), ("pad", ((1, 2, 3), 0)), ("concat", 3),
+    ("placeholder", "p"), ("uniform", None), ("slice", ("x",)), ("pad", ((1, 2, 3), 0)), ("concat", 3), ("gather", 3),
     ("conv", "nonsense"), ("pool", None), ("call", 3), ("custom_gradient", None),
     ("scan", 3), ("scan_result", "0"),
 ])

@@ -6,13 +6,28 @@ placeholders have no kernel: the executor binds their storage and feeds.
 """
 
 from ...ir import OpType
-from . import contraction, control, conv, ctc, elementwise, fused, leaf, movement, normalization, pool, reduce, scan
+from . import (
+    contraction,
+    control,
+    conv,
+    ctc,
+    elementwise,
+    fused,
+    gather,
+    leaf,
+    movement,
+    normalization,
+    pool,
+    reduce,
+    scan,
+)
 from .context import Kernel, KernelContext, KernelFactory, Workspace
 
 KERNELS: dict[OpType, KernelFactory] = {
     **elementwise.KERNELS,
     **reduce.KERNELS,
     **movement.KERNELS,
+    **gather.KERNELS,
     **contraction.KERNELS,
     **conv.KERNELS,
     **pool.KERNELS,

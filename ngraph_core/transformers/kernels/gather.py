@@ -1,0 +1,72 @@
+"""Row lookup kernels: ``gather`` (read rows of a table at ids) and ``scatter_add`` (its adjoint).
+
+Both see the table as ``[*before, V, *after]`` (``V`` the looked-up axis) and the ids
+flattened to ``T`` entries; the other side is ``[*before, *after, *ids]``, viewed as
+``[*before, *after, T]``. The work is O(ids x row), never O(ids x V x row).
+
+An id outside ``[0, V)`` reads a zero row and scatters nothing: a graph cannot raise at
+run time, and that is what ``one_hot`` followed by ``dot`` gives. Both kernels use only
+``take``, ``where``, ``copyto``, ``moveaxis`` and ``add.at``, which NumPy and CuPy share.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...ir import Op, OpType
+from .context import Kernel, KernelContext
+
+
+def _layout(table: Op, name: str) -> tuple[int, int, tuple[int, ...]]:
+    """(index of the looked-up axis, its length, the shape of the table's other axes in order)."""
+    k = table.axes.index(name)
+    rest = tuple(n for i, n in enumerate(table.axes.lengths) if i != k)
+    return k, table.axes.lengths[k], rest
+
+
+def _valid_ids(xp: Any, ids: Any, length: int) -> tuple[Any, Any]:
+    """The ids flattened, with out-of-range ones replaced by 0, and the mask of the in-range ones."""
+    flat = ids.reshape(-1)
+    valid = (flat >= 0) & (flat < length)
+    return xp.where(valid, flat, 0), valid
+
+
+def gather(op: Op, kc: KernelContext) -> Kernel:
+    xp, (table, _) = kc.xp, op.src
+    k, length, rest = _layout(table, op.arg)
+
+    def gather_kernel(out, values, ids):
+        safe, valid = _valid_ids(xp, ids, length)
+        rows = xp.moveaxis(xp.take(values, safe, axis=k), k, -1)  # [*rest, T]
+        view = out.reshape(rest + (safe.size,))  # out is C-contiguous: a view
+        xp.copyto(view, rows, casting="unsafe")
+        # zero rows for ids out of range (copyto, not a product: a row 0 holding inf or nan stays out)
+        xp.copyto(view, 0, where=~valid)
+        return out
+
+    return gather_kernel
+
+
+def scatter_add(op: Op, kc: KernelContext) -> Kernel:
+    xp = kc.xp
+    k, length, rest = _layout(op, op.arg)
+    index_before = (slice(None),) * k
+
+    def scatter_add_kernel(out, updates, ids):
+        safe, valid = _valid_ids(xp, ids, length)
+        rows = xp.moveaxis(updates.reshape(rest + (safe.size,)), -1, k)  # [*before, T, *after]
+        if not bool(valid.all()):  # drop out-of-range ids (rare: one host sync on a GPU)
+            safe = safe[valid]
+            rows = xp.take(rows, xp.nonzero(valid)[0], axis=k)
+        # zero every call: the buffer may be shared with other ops between calls
+        xp.copyto(out, 0)
+        xp.add.at(out, index_before + (safe,), rows.astype(out.dtype, copy=False))
+        return out
+
+    return scatter_add_kernel
+
+
+KERNELS = {
+    OpType.GATHER: gather,
+    OpType.SCATTER_ADD: scatter_add,
+}
