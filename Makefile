@@ -45,7 +45,7 @@ walkthrough: venv
 
 test: venv
 	$(PY) -m pytest -q
-	$(VENV)/bin/ruff check ngraph_core neon tests examples notebooks benchmarks
+	$(VENV)/bin/ruff check ngraph_core neon tests examples notebooks benchmarks model_zoo
 
 # the fuzz tests alone with a large budget and fresh random inputs (the suite runs them small and seeded)
 FUZZ_EXAMPLES ?= 3000

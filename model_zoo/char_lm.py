@@ -47,7 +47,7 @@ from typing import Any
 import numpy as np
 
 import ngraph_core as ng
-from neon.callbacks import Callback, Checkpoint, History
+from neon.callbacks import Callback, Checkpoint, EpochPrinter, History
 from neon.data import CharIterator, load_shakespeare
 from neon.data.text import Vocabulary
 from neon.initializers import set_seed
@@ -212,18 +212,6 @@ class CharLM(CharModel):
                 "hidden": self.hidden}
 
 
-class EpochPrinter(Callback):
-    """One line per epoch: training cost, held-out bits per character and perplexity, time."""
-
-    def on_epoch_begin(self, epoch: int, logs: dict[str, Any]) -> None:
-        self.start = time.perf_counter()
-
-    def on_epoch_end(self, epoch: int, logs: dict[str, Any]) -> None:
-        print(f"epoch {epoch + 1}/{self.params['num_epochs']}  train_cost {logs['train_cost']:.4f} nats  "
-              f"valid {logs['valid_bpc']:.3f} bpc (perplexity {logs['valid_perplexity']:.2f})  "
-              f"({time.perf_counter() - self.start:.1f} s)", flush=True)
-
-
 @dataclass
 class TrainResult:
     """What ``train`` returns: the model, its history, the held-out figures and a sampled passage."""
@@ -279,7 +267,9 @@ def train(max_chars: int | None = 1_000_000, epochs: int = 1, seq_length: int = 
         nats = model.cost(held_out, seq_length, batch_size)
         return {"valid_cost": nats, "valid_bpc": nats / math.log(2.0), "valid_perplexity": math.exp(nats)}
 
-    callbacks: list[Callback] = [EpochPrinter()]
+    fields = [("train_cost", "train_cost (nats)", ".4f"), ("valid_bpc", "valid bpc", ".3f"),
+              ("valid_perplexity", "perplexity", ".2f")]
+    callbacks: list[Callback] = [EpochPrinter(fields)]
     if out is not None:
         Path(out).mkdir(parents=True, exist_ok=True)
         callbacks.append(Checkpoint(Path(out) / "char_lm.h5"))

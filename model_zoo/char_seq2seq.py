@@ -58,7 +58,7 @@ from typing import Any
 import numpy as np
 
 import ngraph_core as ng
-from neon.callbacks import Callback, Checkpoint, History
+from neon.callbacks import Callback, Checkpoint, EpochPrinter, History
 from neon.data import SequenceIterator
 from neon.data.sequences import pad_sequences
 from neon.data.text import Vocabulary, char_pairs
@@ -357,18 +357,6 @@ class PairBatches:
 
 
 # -- the recipe ----------------------------------------------------------------------------------------
-class EpochPrinter(Callback):
-    """One line per epoch: training cost, held-out cost, exact-match accuracy and CER, time."""
-
-    def on_epoch_begin(self, epoch: int, logs: dict[str, Any]) -> None:
-        self.start = time.perf_counter()
-
-    def on_epoch_end(self, epoch: int, logs: dict[str, Any]) -> None:
-        print(f"epoch {epoch + 1}/{self.params['num_epochs']}  train_cost {logs['train_cost']:.4f}  "
-              f"valid_cost {logs['valid_cost']:.4f}  exact {100 * logs['valid_accuracy']:.1f}%  "
-              f"CER {100 * logs['valid_cer']:.2f}%  ({time.perf_counter() - self.start:.1f} s)", flush=True)
-
-
 @dataclass
 class TrainResult:
     """What ``train`` returns: the model, its history, the held-out figures and examples."""
@@ -416,7 +404,8 @@ def train(task: str = "dates", epochs: int = 5, n_train: int = 10000, n_test: in
         return {"valid_cost": model.cost(test_pairs), "valid_accuracy": figures["accuracy"],
                 "valid_cer": figures["cer"]}
 
-    callbacks: list[Callback] = [EpochPrinter()]
+    callbacks: list[Callback] = [EpochPrinter([("train_cost", "train_cost", ".4f"), ("valid_cost", "valid_cost", ".4f"),
+                                               ("valid_accuracy", "exact", "%"), ("valid_cer", "CER", "%")])]
     if out is not None:
         Path(out).mkdir(parents=True, exist_ok=True)
         callbacks.append(Checkpoint(Path(out) / f"{task}.h5"))

@@ -54,7 +54,7 @@ import numpy as np
 
 import ngraph_core as ng
 from neon import Sequential
-from neon.callbacks import Callback, MetricHistory
+from neon.callbacks import EpochPrinter, MetricHistory
 from neon.costs import CTC, pack_ctc_targets
 from neon.data import DataError
 from neon.data.packaged import data_dirs
@@ -233,21 +233,6 @@ def transcribe(model: Model, sequences: Sequence[np.ndarray]) -> list[str]:
 
 
 # -- training -------------------------------------------------------------------------------------
-class EpochPrinter(Callback):
-    """One line per epoch: training cost, and the held-out CER when a scorer is given."""
-
-    def __init__(self, score: Any = None) -> None:
-        self.score = score
-
-    def on_epoch_begin(self, epoch: int, logs: dict[str, Any]) -> None:
-        self.start = time.perf_counter()
-
-    def on_epoch_end(self, epoch: int, logs: dict[str, Any]) -> None:
-        cer = f"  test CER {self.score():.3f}" if self.score is not None else ""
-        print(f"epoch {epoch + 1}/{self.params['num_epochs']}  train_cost {logs['train_cost']:.3f}{cer}  "
-              f"({time.perf_counter() - self.start:.1f} s)", flush=True)
-
-
 @dataclass
 class TrainResult:
     """What ``train`` returns: the model, its history, the held-out CER, sample transcripts, files, seconds."""
@@ -332,7 +317,9 @@ def train(n_utterances: int = 800, epochs: int = 4, hidden: int = 96, batch_size
     print(f"conv(5, 128) -> 2 x BiGRU({hidden}) -> Affine({NCLASS}) + CTC; {epochs} epochs, batch {batch_size}, "
           f"Adam {learning_rate}, frames stacked by {stack}", flush=True)
     history = model.fit(train_set, CTC(blank=BLANK), optimizer, num_epochs=epochs, progress=progress,
-                        callbacks=[EpochPrinter(score if verbose_cer else None), MetricHistory(csv_path=files[1])])
+                        callbacks=[EpochPrinter([("train_cost", "train_cost", ".3f")],
+                                                   extra=(lambda: f"test CER {score():.3f}") if verbose_cer else None),
+                                      MetricHistory(csv_path=files[1])])
     hypotheses = transcribe(model, test_frames)
     cer = CER()(test_texts, hypotheses)
     model.save_params(files[0])

@@ -52,7 +52,7 @@ import numpy as np
 
 import ngraph_core as ng
 from neon import Sequential
-from neon.callbacks import Callback, Checkpoint, MetricHistory, TrainingCurve
+from neon.callbacks import Checkpoint, EpochPrinter, MetricHistory, TrainingCurve
 from neon.costs import CrossEntropyMulti
 from neon.data import SequenceIterator, Vocabulary, load_aclimdb, load_movie_snippets, tokenize_words
 from neon.initializers import Constant, GlorotUniform, set_seed
@@ -175,19 +175,6 @@ def bucket_bounds(max_length: int) -> list[int]:
         if bounds[-1] >= 4 * step:
             step *= 2
     return bounds
-
-
-class EpochPrinter(Callback):
-    """One line per epoch: learning rate, training cost, held-out cost and accuracy, time."""
-
-    def on_epoch_begin(self, epoch: int, logs: dict[str, Any]) -> None:
-        self.start = time.perf_counter()
-
-    def on_epoch_end(self, epoch: int, logs: dict[str, Any]) -> None:
-        valid = (f"  valid_cost {logs['valid_cost']:.4f}  valid_accuracy {100 * logs['valid_accuracy']:.2f}%"
-                 if "valid_accuracy" in logs else "")
-        print(f"epoch {epoch + 1}/{self.params['num_epochs']}  lr {logs['lr']:.3g}  "
-              f"train_cost {logs['train_cost']:.4f}{valid}  ({time.perf_counter() - self.start:.1f} s)", flush=True)
 
 
 @dataclass

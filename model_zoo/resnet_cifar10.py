@@ -35,14 +35,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import ngraph_core as ng
 from neon import Sequential
-from neon.callbacks import Callback, Checkpoint, MetricHistory, TrainingCurve
+from neon.callbacks import Checkpoint, EpochPrinter, MetricHistory, TrainingCurve
 from neon.costs import CrossEntropyMulti
 from neon.data import ImageIterator, load_cifar10, make_shapes_dataset
 from neon.initializers import Constant, Kaiming, set_seed
@@ -134,19 +133,6 @@ def load_data(data_dir: str | Path | None, n_train: int | None = None, n_test: i
         return (X, y), (Xt, yt), f"CIFAR-10 from {data_dir}"
     (X, y), (Xt, yt) = make_shapes_dataset(n_train or 5000, n_test or 1000, seed=seed)
     return (X, y), (Xt, yt), "the built-in generated shapes data set (no --data given)"
-
-
-class EpochPrinter(Callback):
-    """One line per epoch: learning rate, training cost, validation cost and accuracy, time."""
-
-    def on_epoch_begin(self, epoch: int, logs: dict[str, Any]) -> None:
-        self.start = time.perf_counter()
-
-    def on_epoch_end(self, epoch: int, logs: dict[str, Any]) -> None:
-        valid = (f"  valid_cost {logs['valid_cost']:.4f}  valid_accuracy {100 * logs['valid_accuracy']:.2f}%"
-                 if "valid_accuracy" in logs else "")
-        print(f"epoch {epoch + 1}/{self.params['num_epochs']}  lr {logs['lr']:.4g}  "
-              f"train_cost {logs['train_cost']:.4f}{valid}  ({time.perf_counter() - self.start:.1f} s)", flush=True)
 
 
 @dataclass

@@ -27,7 +27,7 @@ import math
 import sys
 import time
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -197,6 +197,40 @@ class TerminateOnNaN(Callback):
                         "learning rate, clip gradients (gradient_clip_norm=...), or check the data for NaN")
         print(self.message, file=self.file or sys.stderr)
         self.model.stop_training = True
+
+
+class EpochPrinter(Callback):
+    """One line per epoch: ``epoch e/N``, chosen log values, an optional extra figure, and the time.
+
+    Args:
+        fields: ``(log key, label, format)`` triples, printed when the key is in the epoch's logs;
+            ``"%"`` as the format prints the value as a percentage.
+        extra: a function returning more text (e.g. a held-out score computed now), or None.
+        file: where to print (default: standard output).
+
+    Example:
+        >>> EpochPrinter([("train_cost", "train_cost", ".4f"), ("valid_accuracy", "accuracy", "%")])
+    """
+
+    DEFAULT_FIELDS = (("lr", "lr", ".3g"), ("train_cost", "train_cost", ".4f"), ("valid_cost", "valid_cost", ".4f"),
+                      ("valid_accuracy", "valid_accuracy", "%"))
+
+    def __init__(self, fields: Sequence[tuple[str, str, str]] = DEFAULT_FIELDS, extra: Callable[[], str] | None = None,
+                 file: TextIO | None = None) -> None:
+        self.fields, self.extra, self.file = list(fields), extra, file
+
+    def on_epoch_begin(self, epoch: int, logs: dict[str, Any]) -> None:
+        self.start = time.perf_counter()
+
+    def on_epoch_end(self, epoch: int, logs: dict[str, Any]) -> None:
+        parts = [f"epoch {epoch + 1}/{self.params.get('num_epochs', '?')}"]
+        for key, label, fmt in self.fields:
+            if isinstance(logs.get(key), (int, float)):
+                parts.append(f"{label} {100 * logs[key]:.2f}%" if fmt == "%" else f"{label} {logs[key]:{fmt}}")
+        if self.extra is not None:
+            parts.append(self.extra())
+        parts.append(f"({time.perf_counter() - self.start:.1f} s)")
+        print("  ".join(parts), file=self.file or sys.stdout, flush=True)
 
 
 class ProgressBar(Callback):

@@ -110,16 +110,25 @@ class CallArg:
             SerializationError: bad keys, or ids that are not earlier ops of the document.
         """
         check_keys(data, ("index", "params", "roots"), where)
-        n = len(ctx.built)
-        refs = {}
-        for key in ("params", "roots"):
-            items = check_type(data[key], list, where, f"{key} as a list of op ids")
-            if not all(type(i) is int and 0 <= i < n for i in items):
-                raise fail(where, f"{key} ids of earlier ops (0 <= id < {n})", items,
-                           "hint: a sub-graph's ops come before the op that carries it")
-            refs[key] = tuple(ctx.built[i] for i in items)
         index = check_type(data["index"], int, where, "an int result index")
-        return CallArg(Graph(refs["params"], refs["roots"]), index)
+        return CallArg(decode_graph(data, ctx, where), index)
+
+
+def decode_graph(data: dict, ctx: CodecContext, where: str) -> Graph:
+    """The ``Graph`` whose param and root ids ``data["params"]`` / ``data["roots"]`` name, from ``ctx.built``.
+
+    Raises:
+        SerializationError: ids that are not earlier ops of the document.
+    """
+    n = len(ctx.built)
+    refs = {}
+    for key in ("params", "roots"):
+        items = check_type(data[key], list, where, f"{key} as a list of op ids")
+        if not all(type(i) is int and 0 <= i < n for i in items):
+            raise fail(where, f"{key} ids of earlier ops (0 <= id < {n})", items,
+                       "hint: a sub-graph's ops come before the op that carries it")
+        refs[key] = tuple(ctx.built[i] for i in items)
+    return Graph(refs["params"], refs["roots"])
 
 
 def subgraphs(op: Op) -> tuple[Graph, ...]:

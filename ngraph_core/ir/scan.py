@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import AxesError, DTypeError
 from .axes import Axes, Axis, format_axes
 from .codec import check_keys, check_type, fail, wrong_arg
-from .graph import Graph
+from .graph import Graph, decode_graph
 from .node import Op
 from .ops import OpType
 
@@ -161,14 +161,7 @@ class ScanArg:
         if isinstance(data, dict):
             keys += tuple(k for k in ("save_states", "n_keep") if k in data)
         check_keys(data, keys, where)
-        n = len(ctx.built)
-        refs = {}
-        for key in ("params", "roots"):
-            items = check_type(data[key], list, where, f"{key} as a list of op ids")
-            if not all(type(i) is int and 0 <= i < n for i in items):
-                raise fail(where, f"{key} ids of earlier ops (0 <= id < {n})", items,
-                           "hint: a sub-graph's ops come before the op that carries it")
-            refs[key] = tuple(ctx.built[i] for i in items)
+        body = decode_graph(data, ctx, where)
         axis = check_type(data["axis"], list, where, "the axis as [name, length]")
         if len(axis) != 2:
             raise fail(where, "the axis as [name, length]", axis)
@@ -178,7 +171,7 @@ class ScanArg:
         flags = [check_type(data.get(k, True), bool, where, f"{k} as true or false")
                  for k in ("reverse", "has_lengths", "save_states")]
         n_keep = check_type(data.get("n_keep", 0), int, where, "n_keep as an int")
-        return ScanArg(Graph(refs["params"], refs["roots"]), *counts, Axis(name, length), *flags, n_keep)
+        return ScanArg(body, *counts, Axis(name, length), *flags, n_keep)
 
 
 class ResultIndex:
