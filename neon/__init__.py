@@ -9,4 +9,6 @@ Example:
 from .containers import Sequential
 from .model import Model
 
-__all__ = ["Model", "Sequential"]
+__version__ = "0.1.0"  # the ngraph-neon distribution's version (setup.cfg), shared with ngraph_core
+
+__all__ = ["Model", "Sequential", "__version__"]

@@ -152,6 +152,17 @@ def resolve_mode(monitor: str, mode: str) -> str:
     return mode
 
 
+def check_monitor(params: Mapping[str, Any], monitor: str, who: str) -> None:
+    """At ``fit``'s start: a ``CallbackError`` when ``monitor`` is a validation value (``valid_*``) the epochs
+    will not log (``params["log_keys"]``, when the loop says), instead of failing after the first epoch.
+    Other names may come from user callbacks that add to the logs, so they are checked at epoch end."""
+    keys = params.get("log_keys")
+    if keys is not None and monitor.startswith("valid_") and monitor not in keys:
+        raise CallbackError(f"{who}: expected a monitor among the values this fit logs {sorted(keys)}, received "
+                            f"{monitor!r}; hint: valid_* values need fit(..., valid_set=...), and valid_<metric> "
+                            "needs metric=...")
+
+
 def monitored(logs: Mapping[str, Any], monitor: str, who: str) -> float:
     """``logs[monitor]`` as a float, or a ``CallbackError`` listing what can be monitored."""
     value = logs.get(monitor)
@@ -332,6 +343,8 @@ class Checkpoint(Callback):
 
     def on_train_begin(self, logs: dict[str, Any]) -> None:
         self.best = None
+        if self.keep == "best":
+            check_monitor(self.params, self.monitor, "Checkpoint")
         for value in self.model.history.get(self.monitor, []):  # resumed: the best so far
             if value is not None and self._improves(value):
                 self.best = value
@@ -397,6 +410,7 @@ class EarlyStopping(Callback):
 
     def on_train_begin(self, logs: dict[str, Any]) -> None:
         self.best, self.wait, self.stopped_epoch = None, 0, None
+        check_monitor(self.params, self.monitor, "EarlyStopping")
         for value in self.model.history.get(self.monitor, []):  # resumed: replay the epochs before
             if value is not None:
                 self._update(value)

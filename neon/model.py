@@ -21,6 +21,7 @@ Example:
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -283,6 +284,10 @@ class Model(TrainingOwner):
         if isinstance(num_epochs, bool) or not isinstance(num_epochs, int) or num_epochs < 0:
             raise ModelError(f"Model.fit: num_epochs must be an int >= 0, received {num_epochs!r}")
         metrics = _as_list(metric)
+        if metrics and valid_set is None:
+            warnings.warn("Model.fit: metric=... is evaluated on valid_set after each epoch, and no valid_set was "
+                          "given, so it is not computed; hint: pass valid_set=..., or call model.eval(data, metric)",
+                          UserWarning, stacklevel=2)
         shape, y_shape = self._peek(train_set, "train_set")
         if y_shape is None:
             raise DataError("Model.fit: train_set yields no targets (y is None); hint: ArrayIterator(X, y, nclass=...)")
@@ -305,7 +310,9 @@ class Model(TrainingOwner):
                         means={"cost": "train_cost"}, callbacks=callbacks, initial_epoch=initial_epoch,
                         resume_from=resume_from, progress=progress,
                         end_epoch=validate if valid_set is not None else None, who="Model.fit",
-                        terminate_on_nan=terminate_on_nan)
+                        terminate_on_nan=terminate_on_nan,
+                        end_epoch_keys=["valid_cost", *(f"valid_{m.name}" for m in metrics)] if valid_set is not None
+                        else [])
 
     # -- evaluation --------------------------------------------------------------------------------------
     def eval(self, dataset: Any, metric: Any) -> float | dict[str, float]:

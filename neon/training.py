@@ -338,7 +338,7 @@ def fit_loop(owner: TrainingOwner, dataset: Any, num_epochs: int,
              callbacks: Iterable[Callback] | None = None, initial_epoch: int = 0,
              resume_from: str | Path | None = None, progress: bool = False,
              end_epoch: Callable[[int], Mapping[str, float]] | None = None, who: str = "fit",
-             terminate_on_nan: bool = True) -> History:
+             terminate_on_nan: bool = True, end_epoch_keys: Sequence[str] | None = None) -> History:
     """Train ``owner`` for epochs ``initial_epoch .. num_epochs - 1`` with one ``step`` per batch.
 
     Args:
@@ -354,6 +354,8 @@ def fit_loop(owner: TrainingOwner, dataset: Any, num_epochs: int,
         progress: show a ``ProgressBar`` unless the callbacks have one.
         end_epoch: ``end_epoch(epoch) -> logs`` after the batches (validation).
         who: names the caller in errors.
+        end_epoch_keys: the names ``end_epoch`` logs (``valid_cost``...), so callbacks can check
+            what they monitor when training starts; None: unknown (not checked).
         terminate_on_nan: add a ``TerminateOnNaN`` callback (unless one is given): a batch whose
             cost is NaN or infinite stops training at once; that epoch is not counted, logged or
             checkpointed.
@@ -380,7 +382,10 @@ def fit_loop(owner: TrainingOwner, dataset: Any, num_epochs: int,
             dataset.seed = owner.data_seed  # the resumed run visits the batches the whole run would
     owner.history = owner.history.truncated(initial_epoch) if initial_epoch > 0 else History()
     owner.stop_training = False
-    params = {"num_epochs": num_epochs, "initial_epoch": initial_epoch, "nbatches": count_batches(dataset)}
+    params: dict[str, Any] = {"num_epochs": num_epochs, "initial_epoch": initial_epoch,
+                              "nbatches": count_batches(dataset)}
+    if end_epoch is None or end_epoch_keys is not None:  # what every epoch's logs will hold
+        params["log_keys"] = {"epoch", *learning_rates, *means.values(), *(end_epoch_keys or ())}
     for cb in callbacks:
         cb.set_model(owner, params)
     for cb in callbacks:

@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 from fit_helper import datasets, mlp, weights
 
+import neon
+import ngraph_core
 from neon.activations import Rectlin, Softmax
 from neon.callbacks import (
     Callback,
@@ -97,7 +99,7 @@ def test_early_stopping_after_patience_epochs_without_improvement() -> None:
     model.fit(train, CrossEntropyMulti(), sgd(), 10, progress=False,
               callbacks=[Scripted([1, 2, 2.4, 9, 9, 9, 9, 9, 9, 9]), stop])
     assert stop.stopped_epoch == 2
-    with pytest.raises(CallbackError, match="monitor 'valid_cost' is not among the epoch's values"):
+    with pytest.raises(CallbackError, match="expected a monitor among .*received 'valid_cost'"):  # before any step
         mlp().fit(train, CrossEntropyMulti(), sgd(), 1, callbacks=[EarlyStopping()], progress=False)
 
 
@@ -194,3 +196,29 @@ def test_resume_restores_adam_step_count_and_batchnorm_running_averages(tmp_path
         np.testing.assert_array_equal(a, b)
     step = resumed.optimizer.state_variables[-1]
     assert step.axes.lengths == () and resumed.transformer.read_variable(step) == 4 * 3  # 3 batches an epoch
+
+
+def test_callbacks_check_their_monitor_when_fit_starts() -> None:
+    """Before any step, not after a whole epoch (issue 11): a monitor the fit will never log is an error."""
+    train, valid = datasets()
+    for callback, kw in ((EarlyStopping("valid_cost"), {}),
+                         (Checkpoint("unused.h5", keep="best", monitor="valid_accuracy"), {"valid_set": valid})):
+        model = mlp()
+        with pytest.raises(CallbackError, match="expected a monitor among"):
+            model.fit(train, CrossEntropyMulti(), GradientDescentMomentum(0.1), 2, progress=False,
+                      callbacks=[callback], **kw)
+        assert model.epoch == 0
+    model = mlp()  # what it can monitor works
+    model.fit(train, CrossEntropyMulti(), GradientDescentMomentum(0.1), 1, progress=False,
+              callbacks=[EarlyStopping("train_cost")])
+    assert model.epoch == 1
+
+
+def test_a_metric_without_a_valid_set_warns() -> None:
+    train, _ = datasets()
+    with pytest.warns(UserWarning, match="no valid_set"):
+        mlp().fit(train, CrossEntropyMulti(), GradientDescentMomentum(0.1), 1, progress=False, metric=Accuracy())
+
+
+def test_neon_has_a_version() -> None:
+    assert neon.__version__ == ngraph_core.__version__
