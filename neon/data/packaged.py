@@ -88,7 +88,8 @@ def _read_member(tar: tarfile.TarFile, member: tarfile.TarInfo, origin: str, max
     if member.size > max_bytes:
         raise DataError(f"{origin}: member {member.name} has {member.size} bytes, expected at most {max_bytes}")
     handle = tar.extractfile(member)
-    assert handle is not None  # regular files always have a payload
+    if handle is None:  # tarfile gives no payload only for non-regular members, refused above
+        raise DataError(f"{origin}: member {member.name} has no readable payload; expected a regular file")
     data = handle.read(max_bytes + 1)
     if len(data) != member.size:
         raise DataError(f"{origin}: member {member.name} is truncated ({len(data)} of {member.size} bytes)")

@@ -136,7 +136,9 @@ class RNNCell(Layer):
 def gate(gates: ng.Op, k: int, hidden: ng.Axis) -> ng.Op:
     """Gate ``k`` of ``gates`` (``[<H>_gates:m*H, ...]``, the gates stacked along one axis) as ``[H, ...]``."""
     g = gates.axes.find(f"{hidden.name}_gates")
-    assert g is not None, gates.axes
+    if g is None:
+        raise LayerError(f"gate: expected an axis {hidden.name}_gates among the stacked gates' axes, received "
+                         f"{gates.axes}; hint: compute the gates as dot(W, x) with W from GatedCell.build")
     part = ng.slice_along_axis(gates, g, slice(k * hidden.length, (k + 1) * hidden.length))
     return ng.cast_axes(part, [hidden if a.name == g.name else a for a in part.axes])
 
