@@ -12,7 +12,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
+import sys
 import time
 from collections.abc import Callable
 
@@ -50,21 +52,30 @@ def time_steps(step: Step, warmup: int, steps: int) -> list[float]:
     return times
 
 
-def child_main(builders: dict[str, Callable[[int], tuple[Step, str]]], description: str) -> None:
-    """Parse ``--side/--threads``, pin threads, build and time that side, print one JSON line."""
+def child_main(builders: dict[str, Callable[[int], tuple[Step, str]]], description: str, warmup: int = 20,
+               steps: int = 100) -> None:
+    """Parse ``--side/--threads``, pin threads, build and time that side, print one JSON line with the
+    step times and the process's peak RSS (``ru_maxrss``; run.py shows it when both sides report it).
+
+    ``BENCH_CHECK=1`` prints the first five step results instead of timing (do the sides agree?).
+    """
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--side", choices=sorted(builders), required=True)
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--warmup", type=int, default=20)
-    parser.add_argument("--steps", type=int, default=100)
+    parser.add_argument("--warmup", type=int, default=warmup)
+    parser.add_argument("--steps", type=int, default=steps)
     args = parser.parse_args()
     pin_threads(args.threads)
     start = time.perf_counter()
     step, backend = builders[args.side](args.threads)
     build_s = time.perf_counter() - start
+    if os.environ.get("BENCH_CHECK") == "1":
+        print(args.side, [float(step()) for _ in range(5)], file=sys.stderr)
+        return
     times = time_steps(step, args.warmup, args.steps)
     print(json.dumps({
         "side": args.side, "threads": args.threads, "steps": args.steps,
         "median_ms": 1e3 * statistics.median(times), "min_ms": 1e3 * min(times),
         "build_s": build_s, "backend": backend,
+        "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     }))

@@ -13,7 +13,7 @@ timed in its own process by ``run.py`` (never both in one process):
 
 Both sides start from the same weights (drawn in PyTorch's layout, copied into ours; torch's
 ``b_hh`` is zero since our LSTM has one bias) and see the same batch, so their losses agree
-step by step (``LSTM_STEP_CHECK=1`` prints the first 5 losses of a side instead of timing it).
+step by step (``BENCH_CHECK=1`` prints the first 5 losses of a side instead of timing it).
 Each side reports its peak RSS (``ru_maxrss``) after the timed steps.
 
 Usage: ``python benchmarks/run.py lstm_step --pairs 5 --threads 1 2``.
@@ -21,16 +21,9 @@ Usage: ``python benchmarks/run.py lstm_step --pairs 5 --threads 1 2``.
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
-import resource
-import statistics
-import sys
-import time
 from collections.abc import Callable
 
-from harness import Step, blas_info, pin_threads, time_steps
+from harness import Step, blas_info, child_main
 
 SEQ, BATCH, FEATURES, HIDDEN, CLASSES = 32, 32, 64, 256, 10
 LR, MOMENTUM = 0.01, 0.9
@@ -50,11 +43,6 @@ def make_weights(rng) -> dict:
 def make_batch(rng):
     """A random sequence (SEQ, BATCH, FEATURES) (PyTorch's layout) and integer labels (BATCH,)."""
     return rng.standard_normal((SEQ, BATCH, FEATURES)).astype("float32"), rng.integers(0, CLASSES, size=BATCH)
-
-
-def peak_rss_mib() -> float:
-    """This process' peak resident set size in MiB (Linux reports ``ru_maxrss`` in KiB)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def build_ngraph(threads: int) -> tuple[Step, str]:
@@ -120,26 +108,7 @@ BUILDERS: dict[str, Callable[[int], tuple[Step, str]]] = {"ngraph": build_ngraph
 
 
 def main() -> None:
-    """``harness.child_main``'s protocol, its JSON line with ``peak_rss_mib`` added (run.py's RSS column)."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--side", choices=sorted(BUILDERS), required=True)
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--warmup", type=int, default=WARMUP)
-    parser.add_argument("--steps", type=int, default=STEPS)
-    args = parser.parse_args()
-    pin_threads(args.threads)
-    start = time.perf_counter()
-    step, backend = BUILDERS[args.side](args.threads)
-    build_s = time.perf_counter() - start
-    if os.environ.get("LSTM_STEP_CHECK") == "1":
-        print(args.side, [round(float(step()), 4) for _ in range(5)], file=sys.stderr)
-        return
-    times = time_steps(step, args.warmup, args.steps)
-    print(json.dumps({
-        "side": args.side, "threads": args.threads, "steps": args.steps,
-        "median_ms": 1e3 * statistics.median(times), "min_ms": 1e3 * min(times), "build_s": build_s,
-        "backend": backend, "peak_rss_mib": peak_rss_mib(),
-    }))
+    child_main(BUILDERS, __doc__.splitlines()[0], warmup=WARMUP, steps=STEPS)
 
 
 if __name__ == "__main__":

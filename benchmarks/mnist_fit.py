@@ -22,14 +22,9 @@ or one side: ``python benchmarks/mnist_fit.py --side ngraph --threads 1``.
 
 from __future__ import annotations
 
-import argparse
-import json
-import resource
-import statistics
-import time
 from collections.abc import Callable
 
-from harness import Step, blas_info, pin_threads, time_steps
+from harness import Step, blas_info, child_main
 
 SIDES = ("ngraph", "torch")
 STEPS = 5  # timed epochs per process (run.py reads these two)
@@ -101,22 +96,7 @@ BUILDERS: dict[str, Callable[[int], tuple[Step, str]]] = {"ngraph": build_ngraph
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--side", choices=sorted(BUILDERS), required=True)
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--warmup", type=int, default=WARMUP)
-    parser.add_argument("--steps", type=int, default=STEPS)
-    args = parser.parse_args()
-    pin_threads(args.threads)
-    start = time.perf_counter()
-    step, backend = BUILDERS[args.side](args.threads)
-    build_s = time.perf_counter() - start
-    times = time_steps(step, args.warmup, args.steps)
-    print(json.dumps({
-        "side": args.side, "threads": args.threads, "steps": args.steps,
-        "median_ms": 1e3 * statistics.median(times), "min_ms": 1e3 * min(times), "build_s": build_s,
-        "backend": backend, "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-    }))
+    child_main(BUILDERS, __doc__.splitlines()[0], warmup=WARMUP, steps=STEPS)
 
 
 if __name__ == "__main__":
