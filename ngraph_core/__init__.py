@@ -33,6 +33,7 @@ from .errors import (
 from .ir import Axes, Axis, Op, OpGroup, OpType, format_graph, meta_generation, name_scope, update_meta, verify
 from .ir import toposort as ordered_ops
 from .ir.names import check_name
+from .selectors import ScopeMatch, Selection, select
 from .serialize import deserialize, serialize
 
 __version__ = "0.1.0"
@@ -44,6 +45,6 @@ __all__ = [
     "NgraphError", "PipelineError", "SelectorError", "SerializationError", "UnsupportedOpError", "VerifyError",
     "Axes", "Axis", "Op", "OpGroup", "OpType", "format_graph", "name_scope", "verify", "ordered_ops",
     "check_name", "update_meta", "meta_generation",
-    "serialize", "deserialize",
+    "serialize", "deserialize", "select", "Selection", "ScopeMatch",
     "__version__",
 ]

@@ -25,6 +25,8 @@ Decisions:
   so ``serialize(deserialize(text)) == text`` for text ``serialize`` wrote. Ops
   without variables, placeholders or random ops hash-cons with equal live ops and
   share their metadata.
+* Debug taps (``Selection.tap``, the meta attribute ``tap``) are callables set at run time and
+  are not written: a loaded graph has no taps.
 * Reading is strict: unknown or missing keys, a version other than 1, a ``src``
   id that is not an earlier op, or axes that disagree with inference raise
   ``SerializationError``.
@@ -53,6 +55,7 @@ from .ir.codec import HINT, check_keys, check_type, fail
 from .ir.infer import ALL_DTYPES
 from .ir.names import check_name
 from .ir.ops import OP_BY_NAME
+from .selectors import TAP_ATTR
 
 FORMAT_VERSION = 1
 MAX_CHARS = 256 << 20
@@ -69,8 +72,9 @@ _OP_KEYS = ("arg", "axes", "dtype", "meta", "op", "src")
 def _encode_op(op: Op, ctx: CodecContext) -> dict:
     meta = {"labels": sorted(op.meta.labels), "name": op.meta.name,
             "scope": [[s.name, s.kind, list(s.kinds)] if s.kinds else [s.name, s.kind] for s in op.meta.scope]}
-    if op.meta.attrs:
-        meta["attrs"] = {k: _encode_attr(v, f"{op.name} attribute {k!r}") for k, v in sorted(op.meta.attrs.items())}
+    attrs = {k: v for k, v in op.meta.attrs.items() if k != TAP_ATTR}  # taps are runtime callables, not data
+    if attrs:
+        meta["attrs"] = {k: _encode_attr(v, f"{op.name} attribute {k!r}") for k, v in sorted(attrs.items())}
     return {"arg": ARG_TYPES[op.op].to_json(op, ctx), "axes": [[a.name, a.length] for a in op.axes],
             "dtype": op.dtype, "meta": meta, "op": op.op.value, "src": [ctx.index[s] for s in op.src]}
 

@@ -16,11 +16,12 @@ from typing import Any
 import numpy as np
 
 from ..errors import AxesError, DTypeError, FeedError, NgraphError, UnsupportedOpError
-from ..ir import Graph, Op, OpType, changed_since, format_axes, format_op, meta_generation, owns_buffer, walk
+from ..ir import Graph, Op, OpType, changed_since, format_axes, format_op, meta_generation, owns_buffer, toposort, walk
 from ..ir import subgraphs as subgraphs_of
 from ..ir.names import printable
 from ..passes import CompiledGraph, MemoryPlan, MemoryReport, compile_graph
 from ..pattern import PatternMatcher
+from ..selectors import TAP_ATTR, tap_value
 from .kernels import KERNELS, KernelContext, Workspace
 
 
@@ -52,11 +53,31 @@ class Computation:
         transformer = self.transformer
         self._generation = meta_generation()
         self._ops = tuple(walk(self.results))  # what the plan depends on (metadata included)
-        self.graph: CompiledGraph = compile_graph(self.results, transformer.optimize, transformer.extra_rules,
+        # ops with debug taps (Selection.tap) become hidden extra results, so no pass fuses their values away
+        tapped = [op for op in toposort(self.results) if op.meta.attrs.get(TAP_ATTR)]
+        results = list(self.results) + [op for op in tapped if op not in self.results]
+        self.graph: CompiledGraph = compile_graph(results, transformer.optimize, transformer.extra_rules,
                                                   transformer.dtype_of, backend=transformer.name, mode=self.mode,
                                                   kernels=KERNELS, kernel_context=KernelContext)
         self.workspace = Workspace(transformer.xp)
         self.source, self._fn = transformer._build(self.graph, self.placeholders, self.workspace, self.on_device)
+        if tapped:
+            self._fn = self._with_taps(self._fn, [(results.index(op), op) for op in tapped])
+
+    def _with_taps(self, fn: Callable[..., tuple], taps: list[tuple[int, Op]]) -> Callable[..., tuple]:
+        """``fn`` followed by each tapped op's taps, called with (name, a NumPy copy of its value);
+        returns the user's results only."""
+        count, to_numpy = len(self.results), self.transformer.to_numpy
+        calls = [(j, op.name, op.meta.attrs[TAP_ATTR]) for j, op in taps]
+
+        def run(*values: Any) -> tuple:
+            out = fn(*values)
+            for j, name, fns in calls:
+                for tap in fns:
+                    tap(name, tap_value(out[j], to_numpy))
+            return out[:count]
+
+        return run
 
     @property
     def stale(self) -> bool:
@@ -225,7 +246,7 @@ class Transformer:
     def _subgraph(self, graph: Graph) -> Callable[..., tuple]:
         """``graph`` compiled once on this transformer (its variables are the transformer's)."""
         comp = self._subgraphs.get(graph)
-        if comp is None:
+        if comp is None or comp.stale:  # stale: an op of the body changed its metadata (a tap, say)
             comp = self._subgraphs[graph] = Computation(self, graph.roots, graph.params, single=False, on_device=True)
         return comp._fn
 

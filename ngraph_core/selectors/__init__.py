@@ -1,0 +1,10 @@
+"""CSS-like selectors over graphs (DESIGN §7): ``select(source, "Conv > Pool variable")`` -> ``Selection``."""
+
+from .match import GROUPS, GraphIndex
+from .parser import AttrTest, Complex, Compound, LabelTest, NameTest, Pseudo, SelectorList, parse
+from .selection import TAP_ATTR, ScopeMatch, Selection, TapHandle, select, tap_value
+
+__all__ = [
+    "GROUPS", "GraphIndex", "AttrTest", "Complex", "Compound", "LabelTest", "NameTest", "Pseudo", "SelectorList",
+    "parse", "TAP_ATTR", "ScopeMatch", "Selection", "TapHandle", "select", "tap_value",
+]
