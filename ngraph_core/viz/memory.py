@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from .passes.memory import UNITS, MemoryPlan, format_bytes
+from ..passes.memory import UNITS, MemoryPlan, format_bytes
 
 _LIVE_COLOR, _OWN_COLOR, _IN_PLACE_COLOR, _ARENA_COLOR = "#d62728", "#2ca02c", "#98df8a", "#1f77b4"
 
