@@ -19,15 +19,23 @@ of the computation takes one step.
 * The learning rate lives in a scalar variable (``optimizer.lr_variable``, label
   ``learning_rate``) that ``Model`` writes before each epoch with
   ``learning_rate_at(epoch)`` — changing the rate never recompiles the graph.
+* Parameter groups (``groups={"<selector>": {"lr": ..., ...}}``, every optimizer) and the
+  ``lr_scale``/``weight_decay`` attributes of variables set hyper-parameters per variable
+  (``neon/optimizers/groups.py``). A group's rule is a copy of the optimizer with the
+  group's values, sharing its state and step count, so state names do not depend on groups;
+  a group that sets ``lr`` gets its own learning-rate variable (``<name>/group_<i>/learning_rate``).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import ngraph_core as ng
+
+from .groups import assign_groups, check_groups, group_hyperparameters, rate_attrs
 
 OPTIMIZERS: dict[str, type[Optimizer]] = {}
 
@@ -99,7 +107,35 @@ def select_candidates(variables: Iterable[ng.Op]) -> list[ng.Op]:
     return chosen
 
 
-class Optimizer:
+class _Grouped(type):
+    """Takes every optimizer's keyword ``groups`` and applies it once the most derived ``__init__``
+    has run, so the groups are checked against the finished optimizer (its rule's own
+    hyper-parameters: ``momentum_coef``, ``beta_1``...) without each subclass passing them on."""
+
+    def __call__(cls, *args: Any, groups: Any = None, **kwargs: Any) -> Any:
+        optimizer = super().__call__(*args, **kwargs)
+        optimizer.set_groups(groups)
+        return optimizer
+
+
+@dataclass(frozen=True)
+class ParamGroup:
+    """One parameter group: its selector, the values it sets, its rule and its learning-rate op.
+
+    Attributes:
+        selector: the group's key (``"Conv variable"``).
+        overrides: the hyper-parameters it sets (``{"lr": 1e-4}``).
+        rule: the optimizer with those values (sharing the parent's state and step count).
+        lr: the learning rate its variables read (its own variable when it sets ``lr``).
+    """
+
+    selector: str
+    overrides: dict[str, Any]
+    rule: Optimizer
+    lr: ng.Op
+
+
+class Optimizer(metaclass=_Grouped):
     """Base class of the update rules.
 
     Args:
@@ -111,22 +147,31 @@ class Optimizer:
         gradient_clip_value: clip each gradient element to ``[-c, c]``.
         schedule: a ``Schedule`` (``get_learning_rate(base_lr, epoch)``); default constant.
         name: names the optimizer's scope, its learning-rate variable and step count.
+        groups: (keyword, every optimizer) ``{selector: {hyper-parameter: value}}``; a variable
+            takes the first group whose ``ng.select`` over the cost graph holds it, else these
+            values. A group sets ``lr`` and the rule's per-variable hyper-parameters
+            (``wdecay``, ``momentum_coef``...); see ``neon/optimizers/groups.py``. Variables'
+            ``lr_scale`` and ``weight_decay`` attributes (``Selection.set``) apply on top.
 
     Subclasses implement ``build_updates(grads_and_vars, lr) -> list[Op]`` and list the state
     they keep per variable in ``slot_names()`` (and set ``uses_step_count``), so ``build``
     creates it before any step.
 
     Raises:
-        OptimizerError: a negative or non-finite learning rate, decay or clip, or a schedule
-            that is not a schedule.
+        OptimizerError: a negative or non-finite learning rate, decay or clip, a schedule
+            that is not a schedule, or a group setting an unknown or out-of-range value.
+        SelectorError: a malformed group selector.
 
     Example:
         >>> opt = GradientDescentMomentum(0.1, momentum_coef=0.9)
         >>> update = opt(cost, model.variables)
         >>> step = t.computation([cost, update], X, Y)
+        >>> Adam(1e-3, groups={"Conv variable": {"lr": 1e-4}, ".bias": {"wdecay": 0.0}})
     """
 
     uses_step_count = False  # True: the rule reads the 1-based step count ``step_count()``
+    groups: tuple[ParamGroup, ...] = ()  # set by ``set_groups`` (the ``groups=`` keyword)
+    _parent: Optimizer | None = None  # a group's rule: the optimizer whose state and step count it shares
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -180,11 +225,71 @@ class Optimizer:
     def learning_rates_at(self, epoch: int) -> dict[ng.Op, float]:
         """Every learning-rate variable this optimizer reads, with its value for ``epoch``.
 
-        One entry here; ``MultiOptimizer`` has one per sub-optimizer. Writing all of them
-        (``for var, lr in opt.learning_rates_at(epoch).items(): t.write_variable(var, lr)``)
+        The base rate first, then one per parameter group that sets ``lr`` (its ``lr`` times
+        the schedule's factor at ``epoch``); ``MultiOptimizer`` has one per sub-optimizer. Writing
+        all of them (``for var, lr in opt.learning_rates_at(epoch).items(): t.write_variable(var, lr)``)
         updates every group.
+
+        Example:
+            >>> opt = GradientDescentMomentum(0.1, groups={".bias": {"lr": 0.01}},
+            ...                               schedule=Schedule(step_config=[2], change=0.5))
+            >>> list(opt.learning_rates_at(2).values())  # [0.05, 0.005]
         """
-        return {self.lr_variable: self.learning_rate_at(epoch)}
+        base = self.learning_rate_at(epoch)
+        rates = {self.lr_variable: base}
+        for group in self.groups:
+            if "lr" in group.overrides:
+                rates[group.lr] = group.rule.learning_rate * self._schedule_factor(base, epoch)
+        return rates
+
+    def _schedule_factor(self, base: float, epoch: int) -> float:
+        """The schedule's factor at ``epoch``: the base rate then over the base rate (1 without a schedule)."""
+        if self.schedule is None:
+            return 1.0
+        if self.learning_rate > 0:
+            return base / self.learning_rate
+        return float(self.schedule.get_learning_rate(1.0, epoch))  # a base rate of 0 says nothing of the factor
+
+    # -- parameter groups --------------------------------------------------------------------------
+    def set_groups(self, groups: Any) -> None:
+        """Use these parameter groups (the ``groups=`` keyword of every optimizer calls it); call it before
+        the optimizer builds an update (a computation compiled earlier keeps the groups it was built with).
+
+        Each group becomes a rule: this optimizer's class built from its config with the group's
+        values (so the constructor checks them), sharing this optimizer's state and step count.
+
+        Args:
+            groups: ``{selector: {hyper-parameter: value}}``, or None for none.
+
+        Raises:
+            OptimizerError: not a dict of dicts, an unknown hyper-parameter name (the error lists
+                the valid ones) or a value the optimizer rejects.
+            SelectorError: a malformed selector.
+
+        Example:
+            >>> opt.set_groups({"Conv variable": {"lr": 1e-4}})
+        """
+        if groups is None and not self.groups:
+            return
+        who = type(self).__name__
+        config = self.get_config()
+        checked = check_groups(who, groups, group_hyperparameters(config), OptimizerError)
+        made: list[ParamGroup] = []
+        for index, (selector, overrides) in enumerate(checked.items()):
+            values = {("learning_rate" if key == "lr" else key): value for key, value in overrides.items()}
+            try:
+                rule = type(self).from_config({**config, **values, "schedule": None, "groups": None,
+                                               "name": f"{self.name}/group_{index}"})
+            except OptimizerError as exc:
+                raise OptimizerError(f"{who}: parameter group {selector!r}: {exc}") from None
+            rule._parent = self
+            if "lr" in overrides and self.schedule is not None:  # start at epoch 0's rate, as the base does
+                rule._lr_variable = ng.variable([], initial_value=rule.learning_rate * self._schedule_factor(
+                    self.learning_rate_at(0), 0), name=rule.lr_variable.name, trainable=False,
+                    labels=("learning_rate",))
+            made.append(ParamGroup(selector, dict(overrides), rule,
+                                   rule.lr_variable if "lr" in overrides else self.lr_variable))
+        self.groups = tuple(made)
 
     # -- state -------------------------------------------------------------------------------------
     @property
@@ -213,15 +318,20 @@ class Optimizer:
         variables = list(variables)
         select_trainable(variables, type(self).__name__)  # type checks only
         chosen = select_candidates(variables)
+        # groups may keep more state (momentum in one group only): every variable gets every slot, since
+        # which group a variable falls in is known only once the cost graph exists
+        slots = dict.fromkeys([*self.slot_names(), *(n for g in self.groups for n in g.rule.slot_names())])
         with ng.name_scope(self.name, kind=type(self).__name__):
             for var in chosen:
-                for name in self.slot_names():
+                for name in slots:
                     self.slot(var, name)
             if self.uses_step_count and chosen:
                 self.step_variable()
 
     def slot(self, var: ng.Op, slot: str, initial_value: float = 0.0) -> ng.Op:
         """The state variable ``slot`` of ``var`` (made by ``build``, else on first use; shaped like ``var``)."""
+        if self._parent is not None:  # a group's rule keeps its state in the optimizer's
+            return self._parent.slot(var, slot, initial_value)
         key = (var, slot)
         if key not in self._state:
             self._state[key] = ng.variable(var.axes, initial_value=initial_value, dtype=var.dtype,
@@ -231,6 +341,8 @@ class Optimizer:
 
     def step_variable(self) -> ng.Op:
         """The step-count variable ``t`` (steps taken; made by ``build``, else on first use)."""
+        if self._parent is not None:
+            return self._parent.step_variable()
         if self._t is None:
             self._t = ng.variable([], initial_value=0.0, name=f"{self.name}/t", trainable=False,
                                   labels=("optimizer_state", "step"))
@@ -238,6 +350,8 @@ class Optimizer:
 
     def step_count(self) -> ng.Op:
         """``assign(t, t + 1)``: the 1-based number of the step being taken (shared by all variables)."""
+        if self._parent is not None:  # one count for every group
+            return self._parent.step_count()
         if self._step is None:
             t = self.step_variable()
             self._step = ng.assign(t, t + 1.0)
@@ -267,19 +381,52 @@ class Optimizer:
         if not chosen:
             return ng.doall([cost])
         grads = ng.gradients(cost, chosen)
-        return self.apply_gradients(list(zip(grads, chosen)))
+        return self.apply_gradients(list(zip(grads, chosen)), cost=cost)
 
-    def apply_gradients(self, grads_and_vars: Sequence[tuple[ng.Op, ng.Op]]) -> ng.Op:
-        """One op applying this rule to given ``(gradient, variable)`` pairs (clipping and decay included)."""
+    def apply_gradients(self, grads_and_vars: Sequence[tuple[ng.Op, ng.Op]], cost: ng.Op | None = None) -> ng.Op:
+        """One op applying this rule to given ``(gradient, variable)`` pairs (clipping and decay included).
+
+        Clipping covers all the pairs; then each variable is decayed and stepped with its
+        group's values (``groups``), its learning rate times its ``lr_scale`` attribute, and its
+        ``weight_decay`` attribute when set (it replaces the group's ``wdecay``).
+
+        Args:
+            grads_and_vars: ``(gradient, variable)`` pairs.
+            cost: the cost the gradients are of; group selectors are evaluated over its graph
+                (default: over the gradients' graph).
+
+        Returns:
+            an ``ng.doall`` of the assignments.
+
+        Raises:
+            OptimizerError: no pairs, or an ``lr_scale``/``weight_decay`` attribute that is not a
+                finite number >= 0.
+        """
+        who = type(self).__name__
         if not grads_and_vars:
-            raise OptimizerError(f"{type(self).__name__}: expected at least one (gradient, variable) pair")
+            raise OptimizerError(f"{who}: expected at least one (gradient, variable) pair")
         grads = [g for g, _ in grads_and_vars]
         variables = [v for _, v in grads_and_vars]
-        with ng.name_scope(self.name, kind=type(self).__name__):
+        owners: list[int | None] = [None] * len(variables)
+        if self.groups:
+            source = cost if cost is not None else [*grads, *variables]
+            owners = assign_groups(who, [g.selector for g in self.groups], source, variables)
+        with ng.name_scope(self.name, kind=who):
             grads = self.clip_gradients(grads)
-            if self.wdecay:
-                grads = [g + self.wdecay * v for g, v in zip(grads, variables)]
-            updates = self.build_updates(list(zip(grads, variables)), self.lr_variable)
+            # one build_updates call per (rule, lr_scale): without groups or attributes, one call for all
+            parts: dict[tuple[int, float], tuple[Optimizer, ng.Op, list[tuple[ng.Op, ng.Op]]]] = {}
+            for g, var, owner in zip(grads, variables, owners):
+                rule, lr = (self, self.lr_variable) if owner is None else (self.groups[owner].rule,
+                                                                           self.groups[owner].lr)
+                scale, weight_decay = rate_attrs(var, who, OptimizerError)
+                decay = rule.wdecay if weight_decay is None else weight_decay
+                if decay:
+                    g = g + decay * var
+                key = (id(rule), scale)
+                if key not in parts:
+                    parts[key] = (rule, lr if scale == 1.0 else lr * scale, [])
+                parts[key][2].append((g, var))
+            updates = [u for rule, lr, pairs in parts.values() for u in rule.build_updates(pairs, lr)]
         return ng.doall(updates)
 
     def clip_gradients(self, grads: list[ng.Op]) -> list[ng.Op]:
@@ -304,6 +451,8 @@ class Optimizer:
         """Rename the optimizer (and its learning-rate variable) before it builds any update."""
         self.name = name
         self._lr_variable.named(f"{name}/learning_rate")
+        for index, group in enumerate(self.groups):
+            group.rule.rename(f"{name}/group_{index}")
 
     def get_config(self) -> dict[str, Any]:
         """The constructor arguments as plain data (a schedule as ``{"type", "config"}``)."""
@@ -313,6 +462,7 @@ class Optimizer:
             "learning_rate": self.learning_rate, "wdecay": self.wdecay,
             "gradient_clip_norm": self.gradient_clip_norm, "gradient_clip_value": self.gradient_clip_value,
             "schedule": schedule_to_config(self.schedule), "name": self.name,
+            **({"groups": {g.selector: dict(g.overrides) for g in self.groups}} if self.groups else {}),
         }
 
     @classmethod

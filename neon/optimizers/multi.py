@@ -30,6 +30,10 @@ class MultiOptimizer(Optimizer):
     Sub-optimizers built without a ``name`` are renamed ``<name>/<key>`` (e.g.
     ``MultiOptimizer/Bias``) so that their state variables and learning rates have distinct names.
 
+    Parameter groups (``groups=``) belong to the sub-optimizers: each selects among the
+    variables routed to it, over the same cost graph. ``MultiOptimizer`` routes to different
+    *rules*; groups vary one rule's hyper-parameters by selector.
+
     Learning rates: ``lr_variable`` and ``learning_rate_at`` are the ``"default"`` optimizer's;
     ``learning_rates_at(epoch)`` lists every sub-optimizer's variable and rate — write them all
     to follow each group's schedule.
@@ -106,13 +110,26 @@ class MultiOptimizer(Optimizer):
         for opt, chosen in groups.values():
             opt.build(chosen)
 
-    def apply_gradients(self, grads_and_vars: Sequence[tuple[ng.Op, ng.Op]]) -> ng.Op:
-        """Hand each ``(gradient, variable)`` pair to its optimizer; one op for all the groups."""
+    def apply_gradients(self, grads_and_vars: Sequence[tuple[ng.Op, ng.Op]], cost: ng.Op | None = None) -> ng.Op:
+        """Hand each ``(gradient, variable)`` pair to its optimizer; one op for all the groups.
+
+        ``cost`` goes on to each sub-optimizer, whose parameter groups (``groups=``) select over it.
+        """
         groups: dict[int, tuple[Optimizer, list[tuple[ng.Op, ng.Op]]]] = {}
         for g, var in grads_and_vars:
             opt = self.optimizer_for(var)
             groups.setdefault(id(opt), (opt, []))[1].append((g, var))
-        return ng.doall([opt.apply_gradients(pairs) for opt, pairs in groups.values()])
+        return ng.doall([opt.apply_gradients(pairs, cost=cost) for opt, pairs in groups.values()])
+
+    def set_groups(self, groups: Any) -> None:
+        """MultiOptimizer takes no groups of its own: give them to its sub-optimizers.
+
+        Raises:
+            OptimizerError: ``groups`` is not None.
+        """
+        if groups is not None:
+            raise OptimizerError("MultiOptimizer: expected groups=None, received parameter groups; hint: give them "
+                                 "to a sub-optimizer: MultiOptimizer({'default': Adam(1e-3, groups={...})})")
 
     @property
     def lr_variable(self) -> ng.Op:
