@@ -7,8 +7,9 @@ Example:
 """
 
 from .containers import Sequential
+from .loading import load_model
 from .model import Model
 
 __version__ = "0.1.0"  # the ngraph-neon distribution's version (setup.cfg), shared with ngraph_core
 
-__all__ = ["Model", "Sequential", "__version__"]
+__all__ = ["Model", "Sequential", "load_model", "__version__"]

@@ -1,0 +1,83 @@
+"""The ``ngraph`` command: inspect, query and draw saved graphs (``ng.serialize``) and models (``save_params``).
+
+It lives in the neon package because a saved model is rebuilt with ``neon.loading.load_model``,
+and ``ngraph_core`` never imports ``neon``.
+
+Example:
+    $ ngraph info out/model.h5
+    $ ngraph select out/model.h5 "Affine variable"
+    $ ngraph viz out/model.h5 -o model.svg --select ".bias"
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from .common import add_subcommand, command_parser, non_negative_int, run_command
+from .graphs import FORMATS, run_select, run_viz
+from .info import add_info_arguments, run_info
+
+__all__ = ["build_parser", "main"]
+
+DESCRIPTION = "ngraph: inspect, query and draw saved graphs (ng.serialize, .json) and models (save_params, .h5)."
+EXAMPLES = """examples:
+  ngraph info out/model.h5
+  ngraph select out/model.h5 "Affine variable"
+  ngraph viz graph.json -o graph.svg
+  ngraph <command> --help"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``ngraph`` command's parser (subcommands ``info``, ``select``, ``viz``).
+
+    Example:
+        >>> build_parser().parse_args(["select", "m.h5", "Affine"]).query
+        'Affine'
+    """
+    parser = command_parser("ngraph", DESCRIPTION, EXAMPLES)
+    info = add_subcommand(parser, "info", "Summarize a saved model (layers, parameters, ops, memory plan) or graph.", [
+        "ngraph info out/model.h5",
+        "ngraph info graph.json",
+    ], run_info)
+    add_info_arguments(info)
+
+    select = add_subcommand(parser, "select", "Print the names a selector query matches, one per line.", [
+        'ngraph select out/model.h5 "Affine variable"',
+        'ngraph select out/model.h5 "Conv > Pool variable"',
+        'ngraph select graph.json ".elementwise:not(Conv *)"',
+    ], run_select)
+    select.add_argument("path", help="a saved model (.h5) or graph (.json)")
+    select.add_argument("query", help="a selector, CSS-like (DESIGN.md section 7); quote it for the shell")
+
+    viz = add_subcommand(parser, "viz", "Draw a saved graph or model as SVG or PNG, optionally highlighting a "
+                         "selection.", [
+        "ngraph viz out/model.h5 -o model.svg",
+        'ngraph viz out/model.h5 -o model.png --select "Affine variable" --collapse 2',
+        "ngraph viz graph.json -o graph.out --format svg",
+    ], run_viz)
+    viz.add_argument("path", help="a saved model (.h5) or graph (.json)")
+    viz.add_argument("-o", "--out", required=True, help="the picture to write")
+    viz.add_argument("--select", default=None, metavar="QUERY", help="highlight what this selector matches")
+    viz.add_argument("--format", choices=FORMATS, default=None, help="default: the output file's extension")
+    viz.add_argument("--collapse", type=non_negative_int, default=None, metavar="DEPTH",
+                     help="draw the layer scopes at DEPTH (1: the outermost) as single boxes; 0: never; default: "
+                          "only when the graph is large")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``ngraph`` command; returns its exit code (0 ok, 1 error, 2 bad arguments or a malformed query).
+
+    Args:
+        argv: the arguments (default ``sys.argv[1:]``).
+
+    Returns:
+        the exit code.
+
+    Example:
+        >>> main(["select", "out/model.h5", "Affine variable"])
+        0
+    """
+    return run_command(build_parser(), list(sys.argv[1:] if argv is None else argv))

@@ -1,0 +1,90 @@
+"""What the commands read: a saved model (HDF5, ``Model.save_params``) or a saved graph (JSON, ``ng.serialize``).
+
+The kind is told by the file's first bytes, then its name: JSON text (or a ``.json`` file) is a
+graph (``ng.deserialize``); an HDF5 signature (or a ``.h5``/``.hdf5`` file, so that a damaged one
+gets the checkpoint reader's message) is a model, rebuilt with ``neon.loading.load_model``.
+
+Example:
+    >>> source = load_source("out/mnist_mlp.h5")     # a Model
+    >>> source = load_source("graph.json")           # a list of root ops
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import ngraph_core as ng
+
+from ..loading import load_model
+from ..model import Model
+from ..saving import HDF5_SIGNATURE
+from .common import CommandError
+
+__all__ = ["graph_source", "load_source", "select_in"]
+
+_PROBE_BYTES = 1024  # an HDF5 signature sits at 0 or after a 512-byte user block
+_MODEL_SUFFIXES = (".h5", ".hdf5")
+
+
+def load_source(path: str | Path) -> Model | list[ng.Op]:
+    """A saved model as a ``Model``, or a saved graph as its list of root ops.
+
+    Args:
+        path: an HDF5 checkpoint written by ``Model.save_params``, or a JSON graph written by
+            ``ng.serialize``.
+
+    Returns:
+        the ``Model``, or the graph's roots.
+
+    Raises:
+        FileNotFoundError: no such file.
+        CheckpointError: an HDF5 file that is not a loadable Model checkpoint.
+        SerializationError: JSON that is not a valid graph document.
+        CommandError: a file of neither kind.
+
+    Example:
+        >>> load_source("model.h5").epoch
+        3
+    """
+    path = Path(path)
+    with open(path, "rb") as f:  # FileNotFoundError / IsADirectoryError: reported with the path
+        head = f.read(_PROBE_BYTES)
+    if head.lstrip()[:1] == b"{" or path.suffix.lower() == ".json":
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            raise CommandError(f"{path}: expected a graph document in UTF-8 JSON, received bytes that are not UTF-8 "
+                               f"(at byte {exc.start}); hint: the file is damaged") from None
+        return ng.deserialize(text)
+    if HDF5_SIGNATURE in (head[:8], head[512:520]) or path.suffix.lower() in _MODEL_SUFFIXES:
+        return load_model(path)  # a damaged .h5 file gets the checkpoint reader's precise message
+    raise CommandError(f"{path}: expected a saved model (HDF5, from Model.save_params) or a saved graph (JSON, from "
+                       f"ng.serialize), received a file that is neither ({len(head)} bytes read); hint: check the path")
+
+
+def graph_source(source: Model | list[ng.Op]) -> Any:
+    """What ``ng.viz.render`` and ``ng.select`` take for ``source``: the model itself when it exposes its
+    graph (``__ngraph_ops__``), else its inference graph for one sample (the graph ``predict`` runs).
+
+    Example:
+        >>> ng.viz.render(graph_source(load_source("m.h5")), "m.svg")
+    """
+    if isinstance(source, Model) and not hasattr(source, "__ngraph_ops__"):
+        _, y_hat = source._inference(1)
+        return [y_hat]
+    return source
+
+
+def select_in(source: Model | list[ng.Op], query: str) -> Any:
+    """The ``Selection`` of ``query`` over a model (``Model.select``) or a graph (``ng.select``).
+
+    Raises:
+        SelectorError: a malformed query (the message points at the column).
+
+    Example:
+        >>> select_in(load_source("m.h5"), "Affine variable").names
+    """
+    if isinstance(source, Model) and hasattr(source, "select"):
+        return source.select(query)
+    return ng.select(graph_source(source), query)

