@@ -9,13 +9,19 @@ Hooks, in the order ``fit`` calls them::
       on_epoch_end(epoch, logs)               logs: {"lr", "train_cost", "valid_cost", "valid_<metric>"...}
     on_train_end(logs)
 
-Epochs are 0-based. A callback reads the model as ``self.model`` (its ``history``, ``epoch``,
-``save_params``) and stops training by setting ``self.model.stop_training = True``.
+Epoch numbering: the ``epoch`` a hook receives is the 0-based *index* (the one learning-rate
+schedules take); everything a person reads is the 1-based epoch *number* ``epoch + 1`` — the
+console ("epoch 3/10"), ``History["epoch"]`` and so the JSON/CSV files, messages, the plots'
+x axis, ``Checkpoint.saved_epochs``, ``EarlyStopping.stopped_epoch``. After an epoch,
+``model.epoch`` (epochs completed) equals that epoch's number, the last of ``history["epoch"]``.
+A callback reads the model as ``self.model`` (its ``history``, ``epoch``, ``save_params``) and
+stops training by setting ``self.model.stop_training = True``.
 
 Provided: ``ProgressBar`` (tqdm), ``MetricHistory`` (JSON/CSV), ``Checkpoint`` (atomic; last or
-best), ``EarlyStopping``, ``LearningRateLogger`` and ``TrainingCurve`` (a PNG). Resuming is
-``model.fit(..., resume_from=path)``; ``Checkpoint`` and ``EarlyStopping`` pick up their state
-from the history the checkpoint restores, so a resumed run behaves as an uninterrupted one.
+best), ``EarlyStopping``, ``LearningRateLogger``, ``TrainingCurve`` (a PNG) and ``TensorBoard``
+(``neon.tensorboard``). Resuming is ``model.fit(..., resume_from=path)``; ``Checkpoint`` and
+``EarlyStopping`` pick up their state from the history the checkpoint restores, so a resumed run
+behaves as an uninterrupted one.
 """
 
 from __future__ import annotations
@@ -40,17 +46,27 @@ class CallbackError(ng.NgraphError, ValueError):
     """A callback was configured with, or met, something it cannot use (e.g. an unknown monitor)."""
 
 
+def __getattr__(name: str) -> Any:
+    # ``TensorBoard`` lives in neon.tensorboard, which imports this module: re-exported lazily
+    if name == "TensorBoard":
+        from .tensorboard import TensorBoard
+
+        return TensorBoard
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 # -- History --------------------------------------------------------------------------------------------
 class History(Mapping):
     """Per-epoch values: ``history["train_cost"]`` is a list with one float per epoch.
 
-    Keys: ``epoch`` (0-based), ``lr``, ``train_cost`` and, with a validation set,
-    ``valid_cost`` and ``valid_<metric name>``. Lists stay aligned with ``epoch``: a value
-    missing in some epoch is None there.
+    Keys: ``epoch`` (the 1-based epoch number: 1, 2, ... as the progress bar prints it), ``lr``,
+    ``train_cost`` and, with a validation set, ``valid_cost`` and ``valid_<metric name>``.
+    Lists stay aligned with ``epoch``: a value missing in some epoch is None there.
 
     Example:
         >>> history = model.fit(...)
-        >>> history["valid_accuracy"][-1], history.to_json("out/history.json")
+        >>> history["epoch"], history["valid_accuracy"][-1]  # ([1, 2, 3], 0.97) after 3 epochs
+        >>> history.to_json("out/history.json")
     """
 
     def __init__(self, data: Mapping[str, list] | None = None) -> None:
@@ -58,8 +74,23 @@ class History(Mapping):
         for key, values in (data or {}).items():
             self._data[key] = list(values)
 
+    @classmethod
+    def from_saved(cls, data: Mapping[str, list] | None) -> History:
+        """A history read from a checkpoint; one written before epochs were numbered from 1
+        (its ``epoch`` list holds a 0) is renumbered, so a resumed run continues 1, 2, 3...
+
+        Example:
+            >>> History.from_saved({"epoch": [0, 1], "train_cost": [2.0, 1.5]})["epoch"]
+            [1, 2]
+        """
+        history = cls(data)
+        epochs = history._data["epoch"]
+        if 0 in epochs:
+            history._data["epoch"] = [e + 1 for e in epochs]
+        return history
+
     def append(self, epoch: int, logs: Mapping[str, Any]) -> None:
-        """Record one epoch's values."""
+        """Record one epoch's values under its 1-based number ``epoch``."""
         n = len(self._data["epoch"])
         self._data["epoch"].append(int(epoch))
         for key, value in logs.items():
@@ -69,8 +100,8 @@ class History(Mapping):
                 values.append(None)
 
     def truncated(self, n_epochs: int) -> History:
-        """A copy holding only epochs ``< n_epochs`` (for resuming at ``n_epochs``)."""
-        keep = [i for i, e in enumerate(self._data["epoch"]) if e < n_epochs]
+        """A copy holding only the first ``n_epochs`` epochs (numbers ``<= n_epochs``; for resuming after them)."""
+        keep = [i for i, e in enumerate(self._data["epoch"]) if e <= n_epochs]
         return History({k: [v[i] for i in keep] for k, v in self._data.items()})
 
     def as_dict(self) -> dict[str, list]:
@@ -112,8 +143,8 @@ class Callback:
 
     Example:
         >>> class PrintCost(Callback):
-        ...     def on_epoch_end(self, epoch, logs):
-        ...         print(epoch, logs["train_cost"])
+        ...     def on_epoch_end(self, epoch, logs):  # epoch: the 0-based index
+        ...         print(f"epoch {epoch + 1}", logs["train_cost"])
     """
 
     model: Any = None
@@ -131,10 +162,11 @@ class Callback:
         """After the last epoch (or early stopping)."""
 
     def on_epoch_begin(self, epoch: int, logs: dict[str, Any]) -> None:
-        """Before epoch ``epoch``'s first batch; ``logs["lr"]`` is its learning rate."""
+        """Before the first batch of the epoch of 0-based index ``epoch``; ``logs["lr"]`` is its learning rate."""
 
     def on_epoch_end(self, epoch: int, logs: dict[str, Any]) -> None:
-        """After epoch ``epoch`` and its validation; the model's history already has it."""
+        """After the epoch of 0-based index ``epoch`` and its validation; the model's history already has it
+        (under the number ``epoch + 1``)."""
 
     def on_minibatch_begin(self, epoch: int, minibatch: int, logs: dict[str, Any]) -> None:
         """Before a training step."""
@@ -181,7 +213,7 @@ class TerminateOnNaN(Callback):
     history of the finished epochs, and ``stopped_at`` / the message say where it happened.
 
     Attributes:
-        stopped_at: ``(epoch, batch)`` of the bad batch, or None.
+        stopped_at: ``(epoch, batch)`` of the bad batch, both 1-based numbers as printed, or None.
         message: what was printed, or None.
 
     Example:
@@ -201,9 +233,9 @@ class TerminateOnNaN(Callback):
                and not math.isfinite(v)}
         if not bad:
             return
-        self.stopped_at = (epoch, minibatch)
+        self.stopped_at = (epoch + 1, minibatch + 1)
         values = ", ".join(f"{k} = {v}" for k, v in bad.items())
-        self.message = (f"TerminateOnNaN: epoch {epoch}, batch {minibatch}: {values}; training stopped, the "
+        self.message = (f"TerminateOnNaN: epoch {epoch + 1}, batch {minibatch + 1}: {values}; training stopped, the "
                         "weights are those after this batch and the epoch is not recorded. hint: lower the "
                         "learning rate, clip gradients (gradient_clip_norm=...), or check the data for NaN")
         print(self.message, file=self.file or sys.stderr)
@@ -324,6 +356,10 @@ class Checkpoint(Callback):
         mode: ``"min"``, ``"max"`` or ``"auto"`` (accuracies up, the rest down).
         every: with ``keep="last"``, save every this many epochs (and after the last epoch).
 
+    Attributes:
+        saved_epochs: the numbers (1-based, as in ``History["epoch"]``) of the epochs saved after;
+            each equals the ``epoch`` the file then held.
+
     Example:
         >>> callbacks = [Checkpoint("out/last.h5"), Checkpoint("out/best.h5", keep="best")]
         >>> model.fit(..., callbacks=callbacks)
@@ -365,11 +401,11 @@ class Checkpoint(Callback):
         finite = getattr(self.model, "weights_finite", None)
         if finite is not None and not finite():
             # never replace a checkpoint by weights that cannot be trained further
-            warnings.warn(f"Checkpoint: epoch {epoch}: the weights hold NaN or inf; {self.path} was not written "
+            warnings.warn(f"Checkpoint: epoch {epoch + 1}: the weights hold NaN or inf; {self.path} was not written "
                           f"(the previous file, if any, is kept)", RuntimeWarning, stacklevel=2)
             return
         self.model.save_params(self.path)
-        self.saved_epochs.append(epoch)
+        self.saved_epochs.append(epoch + 1)
 
 
 class EarlyStopping(Callback):
@@ -382,7 +418,8 @@ class EarlyStopping(Callback):
         mode: ``"min"``, ``"max"`` or ``"auto"``.
 
     Attributes:
-        stopped_epoch: the epoch training stopped after, or None.
+        stopped_epoch: the number (1-based, as in ``History["epoch"]``) of the epoch training stopped
+            after, or None.
 
     Example:
         >>> model.fit(..., valid_set=test, callbacks=[EarlyStopping("valid_cost", patience=3)])
@@ -419,16 +456,21 @@ class EarlyStopping(Callback):
         self._update(monitored(logs, self.monitor, "EarlyStopping"))
         if self.wait > 0 and self.wait >= self.patience:
             self.model.stop_training = True
-            self.stopped_epoch = epoch
+            self.stopped_epoch = epoch + 1
 
 
 # -- logging and plots ------------------------------------------------------------------------------------
 class LearningRateLogger(Callback):
     """Log the learning rate of every epoch: to ``rates``, and a line to a stream or a CSV file.
 
+    Epochs are numbered from 1 everywhere here, as in ``History["epoch"]``.
+
     Args:
         path: append ``epoch,lr`` rows to this CSV file (created with a header).
         stream: print ``epoch 3: learning rate 0.01`` lines here (e.g. ``sys.stdout``).
+
+    Attributes:
+        rates: ``(epoch number, learning rate)`` pairs, one per epoch begun.
 
     Example:
         >>> LearningRateLogger(stream=sys.stdout)
@@ -440,7 +482,7 @@ class LearningRateLogger(Callback):
 
     def on_epoch_begin(self, epoch: int, logs: dict[str, Any]) -> None:
         lr = logs.get("lr")
-        self.rates.append((epoch, lr))
+        self.rates.append((epoch + 1, lr))
         if self.stream is not None:
             print(f"epoch {epoch + 1}: learning rate {lr:.6g}" if lr is not None else
                   f"epoch {epoch + 1}: learning rate unknown", file=self.stream, flush=True)
@@ -448,7 +490,7 @@ class LearningRateLogger(Callback):
             new = not self.path.exists()
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with self.path.open("a") as f:
-                f.write(("epoch,lr\n" if new else "") + f"{epoch},{'' if lr is None else lr}\n")
+                f.write(("epoch,lr\n" if new else "") + f"{epoch + 1},{'' if lr is None else lr}\n")
 
 
 class TrainingCurve(Callback):
@@ -477,7 +519,7 @@ def plot_history(history: Mapping[str, list], path: str | Path, title: str = "tr
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    epochs = [e + 1 for e in history["epoch"]]
+    epochs = list(history["epoch"])  # already the 1-based numbers the console printed
     costs = [k for k in ("train_cost", "valid_cost") if k in history]
     others = [k for k in history if k.startswith("valid_") and k != "valid_cost"]
     figure = Figure(figsize=(10 if others else 5.5, 4), dpi=100)

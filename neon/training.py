@@ -174,6 +174,10 @@ class ComputationCache:
         """The batch sizes compiled for."""
         return list(self._entries)
 
+    def computations(self) -> list[Any]:
+        """The computations compiled now, in the order they were built (``neon.tensorboard`` draws the first)."""
+        return list(self._entries.values())
+
     def clear(self) -> None:
         """Forget every computation."""
         self._entries.clear()
@@ -294,7 +298,7 @@ class TrainingOwner:
         """
         path = Path(path)
         data = check_checkpoint_data(path, read_checkpoint(path) if data is None else data)  # every field first
-        history = History(data.history)
+        history = History.from_saved(data.history)
         params, opt = self.checkpoint_keys()
         check_entries(path, "params", params, data.params)
         with_state = optimizer_state and bool(data.optimizer) and bool(self.optimizers())
@@ -361,7 +365,8 @@ def fit_loop(owner: TrainingOwner, dataset: Any, num_epochs: int,
             checkpointed.
 
     Returns:
-        ``owner.history``: per epoch ``epoch``, the rates, the means and ``end_epoch``'s values.
+        ``owner.history``: per epoch ``epoch`` (its 1-based number, as printed; callbacks and
+        ``end_epoch`` get the 0-based index), the rates, the means and ``end_epoch``'s values.
 
     Raises:
         TrainingError: ``num_epochs`` is not an int >= 0.
@@ -418,7 +423,7 @@ def fit_loop(owner: TrainingOwner, dataset: Any, num_epochs: int,
         if end_epoch is not None:
             logs.update(end_epoch(epoch))
         owner.epoch = epoch + 1
-        owner.history.append(epoch, logs)
+        owner.history.append(epoch + 1, logs)  # the 1-based number the console prints
         for cb in callbacks:
             cb.on_epoch_end(epoch, logs)
         if owner.stop_training:

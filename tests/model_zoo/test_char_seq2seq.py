@@ -153,5 +153,5 @@ def test_fit_resumes_from_a_checkpoint(tmp_path) -> None:
     first.fit_pairs(pairs, 1, Adam(1e-2), batch_size=32, callbacks=[Checkpoint(tmp_path / "last.h5")])
     resumed = small_model("sort", hidden=16)
     history = resumed.fit_pairs(pairs, 2, Adam(1e-2), batch_size=32, resume_from=tmp_path / "last.h5")
-    assert resumed.epoch == 2 and history["epoch"] == [0, 1]
+    assert resumed.epoch == 2 and history["epoch"] == [1, 2]
     assert history["train_cost"][0] == first.history["train_cost"][0]

@@ -31,7 +31,7 @@ def test_generator_and_discriminator_shapes():
 
 def test_one_epoch_writes_a_png_grid(tmp_path):
     gan, history = dcgan_mnist.train(epochs=1, n_train=256, batch_size=64, out=tmp_path)
-    assert history["epoch"] == [0]
+    assert history["epoch"] == [1]
     assert all(math.isfinite(history[key][0]) for key in ("d_cost", "g_cost"))
     png = tmp_path / "epoch_001.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -39,7 +39,7 @@ def test_one_epoch_writes_a_png_grid(tmp_path):
         im.verify()
     with Image.open(tmp_path / "latest.png") as im:
         assert im.mode == "L" and im.size == (2 * 8 * 30, 2 * 8 * 30)  # 64 digits, 8x8 of 28+2 pixels, x2
-    assert json.loads((tmp_path / "history.json").read_text())["epoch"] == [0]
+    assert json.loads((tmp_path / "history.json").read_text())["epoch"] == [1]
     assert not list(tmp_path.glob("*.tmp*"))
     images = gan.generate(6, seed=0)
     assert images.shape == (6, 1, 28, 28) and images.dtype == np.float32

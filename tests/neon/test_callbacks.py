@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +21,8 @@ from neon.callbacks import (
     CallbackError,
     Checkpoint,
     EarlyStopping,
+    EpochPrinter,
+    History,
     LearningRateLogger,
     MetricHistory,
     ProgressBar,
@@ -30,7 +34,7 @@ from neon.layers import Affine
 from neon.metrics import Accuracy
 from neon.model import Model
 from neon.optimizers import Adam, GradientDescentMomentum, StepSchedule
-from neon.saving import read_checkpoint
+from neon.saving import read_checkpoint, write_checkpoint
 
 
 def sgd(lr: float = 0.1, **kwargs) -> GradientDescentMomentum:
@@ -94,11 +98,11 @@ def test_early_stopping_after_patience_epochs_without_improvement() -> None:
     model = mlp()
     history = model.fit(train, CrossEntropyMulti(), sgd(), 10, valid_set=valid, progress=False,
                         callbacks=[Scripted([5, 4, 4.5, 4.2, 1, 0, 0, 0, 0, 0]), stop])
-    assert history["epoch"] == [0, 1, 2, 3] and stop.stopped_epoch == 3 and model.epoch == 4
+    assert history["epoch"] == [1, 2, 3, 4] and stop.stopped_epoch == 4 == model.epoch
     stop = EarlyStopping("score", patience=1, min_delta=0.5, mode="max")
     model.fit(train, CrossEntropyMulti(), sgd(), 10, progress=False,
               callbacks=[Scripted([1, 2, 2.4, 9, 9, 9, 9, 9, 9, 9]), stop])
-    assert stop.stopped_epoch == 2
+    assert stop.stopped_epoch == 3
     with pytest.raises(CallbackError, match="expected a monitor among .*received 'valid_cost'"):  # before any step
         mlp().fit(train, CrossEntropyMulti(), sgd(), 1, callbacks=[EarlyStopping()], progress=False)
 
@@ -110,9 +114,9 @@ def test_checkpoint_keeps_last_and_best(tmp_path: Path) -> None:
     every = Checkpoint(tmp_path / "every2.h5", every=2)
     mlp().fit(train, CrossEntropyMulti(), sgd(), 5, valid_set=valid, progress=False,
               callbacks=[Scripted([3.0, 1.0, 2.0, 0.5, 4.0]), last, best, every])
-    assert last.saved_epochs == [0, 1, 2, 3, 4] and best.saved_epochs == [0, 1, 3]
-    assert every.saved_epochs == [1, 3, 4]  # and after the last epoch
-    for name, epoch in (("last.h5", 5), ("best.h5", 4)):
+    assert last.saved_epochs == [1, 2, 3, 4, 5] and best.saved_epochs == [1, 2, 4]  # epoch numbers, as printed
+    assert every.saved_epochs == [2, 4, 5]  # and after the last epoch
+    for name, epoch in (("last.h5", 5), ("best.h5", 4), ("every2.h5", 5)):  # the number is what the file holds
         assert read_checkpoint(tmp_path / name).epoch == epoch
     assert sorted(p.name for p in tmp_path.iterdir()) == ["best.h5", "every2.h5", "last.h5"]
 
@@ -134,7 +138,7 @@ def test_resume_continues_to_the_same_result_as_an_uninterrupted_run(tmp_path: P
     resumed = mlp(depth=2, seed=42)  # a fresh process would build it the same; the weights come from the file
     history = resumed.fit(train, CrossEntropyMulti(), sgd(schedule=schedule), 5, valid_set=valid, metric=Accuracy(),
                           progress=False, resume_from=path)
-    assert history["epoch"] == [0, 1, 2, 3, 4]
+    assert history["epoch"] == [1, 2, 3, 4, 5]
     assert history.as_dict() == whole.history.as_dict()
     for a, b in zip(weights(resumed), weights(whole), strict=True):
         np.testing.assert_array_equal(a, b)
@@ -153,11 +157,59 @@ def test_history_files_learning_rates_and_curve(tmp_path: Path) -> None:
     assert json.loads((tmp_path / "h.json").read_text()) == history.as_dict()
     rows = list(csv.DictReader((tmp_path / "h.csv").open()))
     assert [float(r["valid_accuracy"]) for r in rows] == history["valid_accuracy"]
-    assert rates.rates == [(0, 0.1), (1, 0.5), (2, 0.25)]
+    assert rates.rates == [(1, 0.1), (2, 0.5), (3, 0.25)]
     assert stream.getvalue().splitlines()[1] == "epoch 2: learning rate 0.5"
-    assert (tmp_path / "lr.csv").read_text().splitlines() == ["epoch,lr", "0,0.1", "1,0.5", "2,0.25"]
+    assert (tmp_path / "lr.csv").read_text().splitlines() == ["epoch,lr", "1,0.1", "2,0.5", "3,0.25"]
+    assert [int(r["epoch"]) for r in rows] == [1, 2, 3]
     assert (tmp_path / "c.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert not list(tmp_path.glob(".*"))  # no temporary files left
+
+
+def printed(text: str, cost_label: str) -> list[tuple[int, float]]:
+    """``(epoch number, train cost)`` from each ``epoch e/N ... train_cost c`` line of ``text``."""
+    return [(int(e), float(c)) for e, c in re.findall(rf"^epoch (\d+)/5\b.*?{cost_label} ([0-9.]+)", text, re.M)]
+
+
+def test_the_console_and_the_history_files_number_epochs_alike(tmp_path: Path) -> None:
+    """Issue 11: the console printed epochs 1, 2, 3 while the history CSV said 0, 1, 2. Now both say
+    1..N, also across an interruption and a resume, and ``model.epoch`` is the last number."""
+    printer, bar = io.StringIO(), io.StringIO()
+    csv_path, json_path, last = tmp_path / "h.csv", tmp_path / "h.json", tmp_path / "last.h5"
+
+    def callbacks() -> list[Callback]:
+        return [EpochPrinter(file=printer), ProgressBar(file=bar), MetricHistory(json_path, csv_path), Checkpoint(last)]
+
+    train, valid = datasets()
+    with pytest.raises(KeyboardInterrupt):
+        mlp().fit(train, CrossEntropyMulti(), sgd(), 5, valid_set=valid, callbacks=[*callbacks(), Interrupt(1)])
+    assert [int(r["epoch"]) for r in csv.DictReader(csv_path.open())] == [1, 2]
+    assert read_checkpoint(last).epoch == 2
+    train, valid = datasets()
+    model = mlp()
+    history = model.fit(train, CrossEntropyMulti(), sgd(), 5, valid_set=valid, callbacks=callbacks(),
+                        resume_from=last)
+    rows = list(csv.DictReader(csv_path.open()))
+    numbers = [int(r["epoch"]) for r in rows]
+    assert numbers == history["epoch"] == json.loads(json_path.read_text())["epoch"] == [1, 2, 3, 4, 5]
+    assert model.epoch == numbers[-1]
+    # the line the console printed for epoch k shows the cost the CSV row numbered k holds
+    costs = [float(r["train_cost"]) for r in rows]
+    assert printed(printer.getvalue(), "train_cost") == [(e, round(c, 4)) for e, c in zip(numbers, costs)]
+    assert printed(bar.getvalue(), "train_cost") == [(e, float(f"{c:.4g}")) for e, c in zip(numbers, costs)]
+
+
+def test_a_checkpoint_with_0_based_epochs_resumes_numbered_from_1(tmp_path: Path) -> None:
+    """Checkpoints written before the 1-based numbering hold ``epoch: [0, 1, ...]``; resuming renumbers them."""
+    train, _ = datasets()
+    path = tmp_path / "old.h5"
+    mlp().fit(train, CrossEntropyMulti(), sgd(), 2, progress=False, callbacks=[Checkpoint(path)])
+    data = read_checkpoint(path)
+    assert data.history["epoch"] == [1, 2]
+    write_checkpoint(path, dataclasses.replace(data, history={**data.history, "epoch": [0, 1]}))
+    train, _ = datasets()
+    history = mlp().fit(train, CrossEntropyMulti(), sgd(), 3, progress=False, resume_from=path)
+    assert history["epoch"] == [1, 2, 3] and history["train_cost"][:2] == data.history["train_cost"]
+    assert History.from_saved({"epoch": [3, 4]})["epoch"] == [3, 4]  # a 1-based history is left alone
 
 
 def test_progress_bar_prints_one_line_per_epoch_when_not_a_terminal() -> None:

@@ -79,7 +79,7 @@ def test_fit_history_generate_and_reproducibility():
         gan = make_gan(seed=3)  # ... and the training noise
         data = ArrayIterator(real_data(40), batch_size=16, shuffle=True, seed=0)  # 16, 16, 8: two batch sizes
         history = gan.fit(data, 2, Adam(1e-3, beta_1=0.5), Adam(1e-3, beta_1=0.5), k=2)
-        assert history["epoch"] == [0, 1] and gan.epoch == 2
+        assert history["epoch"] == [1, 2] and gan.epoch == 2
         assert all(math.isfinite(c) for c in history["d_cost"] + history["g_cost"])
         images = gan.generate(5, seed=7)
         assert images.shape == (5, FEATURES) and images.min() >= -1.0 and images.max() <= 1.0

@@ -39,7 +39,7 @@ def test_fit_reduces_the_cost_and_records_history() -> None:
     history = model.fit(train, CrossEntropyMulti(), GradientDescentMomentum(0.1, momentum_coef=0.9), num_epochs=8,
                         valid_set=valid, metric=[Accuracy(), Misclassification()], callbacks=[sizes], progress=False)
     assert set(history) == {"epoch", "lr", "train_cost", "valid_cost", "valid_accuracy", "valid_misclassification"}
-    assert history["epoch"] == list(range(8)) and all(len(v) == 8 for v in history.values())
+    assert history["epoch"] == list(range(1, 9)) and all(len(v) == 8 for v in history.values())
     assert history["train_cost"][-1] < 0.5 * history["train_cost"][0]
     assert history["valid_accuracy"][-1] >= 0.9
     assert history["valid_accuracy"][-1] + history["valid_misclassification"][-1] == pytest.approx(1.0)
