@@ -35,7 +35,7 @@ with ``--n-train 10000 --n-test 500 --epochs 8`` gets 87% exact, CER 4.6%, in ab
 Usage:
     python -m model_zoo.char_seq2seq                                    # dates, 5 epochs of 10,000 pairs
     python -m model_zoo.char_seq2seq --task reverse --n-train 10000 --n-test 500 --epochs 8
-    python -m model_zoo.char_seq2seq --task sort --n-train 512 --epochs 1   # a quick check
+    python -m model_zoo.char_seq2seq --task sort --n-train 10000 --n-test 300 --epochs 4   # quick: ~80% exact, 15 s
 
     >>> from model_zoo.char_seq2seq import train
     >>> result = train("dates", epochs=5)
