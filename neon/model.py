@@ -38,10 +38,11 @@ from .callbacks import Callback, History
 from .data import ArrayIterator, DataError, dataset_shapes, in_order
 from .data import batch_size as first_batch_size
 from .inputs import KINDS, batch_kind, input_placeholders, same_features, split_batch
-from .inspection import ModelSelection, TapOwner, format_summary, scope_attrs_of
+from .inspection import TapOwner
 from .layers import Layer, training_mode
 from .layers.base import name_children
 from .layers.recurrent import sequence_lengths
+from .model_inspection import ModelError, ModelInspection
 from .optimizers.groups import rate_signature
 from .saving import CheckpointError, read_checkpoint, variable_keys
 from .training import (
@@ -59,11 +60,7 @@ from .training import (
 __all__ = ["Model", "ModelError", "sample_placeholder"]
 
 
-class ModelError(ng.NgraphError, ValueError):
-    """The model was used in a way it cannot support (unbuilt, bad arguments, a mismatched optimizer)."""
-
-
-class Model(TrainingOwner, TapOwner):
+class Model(ModelInspection, TrainingOwner, TapOwner):
     """A neural network: layers (a list becomes ``Sequential``) and the transformer that runs them.
 
     Args:
@@ -251,109 +248,6 @@ class Model(TrainingOwner, TapOwner):
             >>> model.unfreeze(model.layers[0])
         """
         return unfreeze(self.layers if items is None else items)
-
-    # -- looking inside -------------------------------------------------------------------------------
-    def __ngraph_ops__(self) -> list[ng.Op]:
-        """The roots of the model's graph: the inference output at the built batch size, then any variable
-        it does not read (``select`` and ``ng.viz.render`` read a model through this).
-
-        Only variables outside the output's graph are roots: a root counts as an output of its
-        scope, and a tap on a layer must see the layer's output, not its weights.
-        """
-        _, y_hat = self._inference(self._built_batch)
-        reached = {id(op) for op in ng.ordered_ops([y_hat])}
-        return [y_hat, *(v for v in self.variables if id(v) not in reached)]
-
-    def select(self, query: str) -> ModelSelection:
-        """The ops and layer scopes of the model's graph that a CSS-like ``query`` matches (DESIGN §7).
-
-        The graph is the inference graph at the batch size the model was built with, plus the
-        variables. Capitalized names are layer types (``Conv`` matches subclasses), lowercase
-        names op kinds; attribute tests on layers read their ``get_config()``
-        (``Affine[nout=10]``). ``freeze``/``unfreeze``/``set`` on variables hold for every
-        graph the model compiles (they share the variables); ``tap`` stands for every graph,
-        built before or later — training, inference, other batch sizes (``ModelSelection``).
-
-        Args:
-            query: e.g. ``"Conv > Pool variable"``, ``".elementwise:not(Conv *)"``, ``"#conv1"``.
-
-        Returns:
-            a ``ModelSelection``.
-
-        Raises:
-            ModelError: the model is not built yet.
-            SelectorError: a malformed query (pointing at the column).
-
-        Example:
-            >>> model.select("Conv > Pool variable").freeze()
-            >>> model.select(".bias").set(weight_decay=0)
-            >>> handle = model.select("#Affine_1").tap(lambda name, a: print(name, a.shape))
-        """
-        self._require_built("select")
-        return ModelSelection(self, query, self.select_in(self.__ngraph_ops__(), query))
-
-    def select_in(self, roots: Sequence[ng.Op], query: str) -> ng.Selection:
-        """``ng.select`` over one of the model's graphs, with layer configs as scope attributes."""
-        return ng.select(roots, query, scope_attrs=scope_attrs_of(self.layers))
-
-    def built_graphs(self) -> list[Sequence[ng.Op]]:
-        """The forward graphs built so far whose ops are kept (inference, per batch size)."""
-        return [[y_hat] for _, y_hat, _ in self._outputs.values()]
-
-    def new_tap_invalidates(self) -> None:
-        """Training graphs are not kept: drop their computations, rebuilt (and tapped) at the next step."""
-        self._train.clear()
-
-    def summary(self, max_depth: int | None = None) -> str:
-        """A table of the layers (indented by depth), their types, output axes and parameter counts, then
-        the totals and the memory plan of the inference computation at the built batch size.
-
-        Args:
-            max_depth: list layers down to this depth (1: the top layer's children); None: every layer.
-
-        Returns:
-            the table as a string (``print(model.summary())``).
-
-        Raises:
-            ModelError: the model is not built yet.
-
-        Example:
-            >>> model.build((1, 28, 28), batch_size=32)
-            >>> print(model.summary(max_depth=1))
-        """
-        self._require_built("summary")
-        comp, y_hat = self._inference_computation(self._built_batch)
-        return format_summary(self.layers, y_hat, comp.memory_report(), self._built_batch, max_depth)
-
-    def memory_plot(self, path: str | Path, which: str = "inference") -> Path:
-        """Draw the memory plan of the model's inference or training computation as a PNG (``ng.viz.memory_plot``).
-
-        Args:
-            path: the PNG file (its folder must exist).
-            which: ``"inference"`` (at the built batch size) or ``"training"`` (the training
-                computation of the largest batch compiled; needs a prior ``fit``).
-
-        Returns:
-            ``path`` as a ``Path``.
-
-        Raises:
-            ModelError: an unknown ``which``, an unbuilt model, or ``"training"`` before any ``fit``.
-
-        Example:
-            >>> model.memory_plot("out/train_memory.png", which="training")
-        """
-        if which not in ("inference", "training"):
-            raise ModelError(f"Model.memory_plot: expected which='inference' or 'training', received {which!r}")
-        self._require_built("memory_plot")
-        if which == "inference":
-            comp, _ = self._inference_computation(self._built_batch)
-        else:
-            compiled = dict(zip(self._train.sizes(), self._train.computations()))  # (N, shapes...) -> computation
-            if not compiled:
-                raise ModelError("Model.memory_plot: no training computation is compiled yet; hint: call "
-                                 "model.fit(...) first, or plot which='inference'")
-            comp = compiled[max(compiled, key=lambda key: key[0])]  # the largest batch: not a last partial one
-        return ng.viz.memory_plot(comp, path)
 
     def _inference_computation(self, n: int, shape: Sequence[int] | None = None) -> tuple[Any, ng.Op]:
         """The compiled inference computation for ``n`` samples of ``shape`` (compiled once, kept), and its output."""

@@ -12,7 +12,7 @@ Example:
     ...     f = t.computation(ng.dot(W, X), X)
 """
 
-from . import transformers, viz
+from . import inference, transformers, viz
 from .api import *  # noqa: F403 - the API package defines __all__
 from .api import __all__ as _api_all
 from .autodiff import custom_gradient, deriv, gradients
@@ -40,7 +40,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     *_api_all,
-    "transformers", "viz", "custom_gradient", "deriv", "gradients",
+    "inference", "transformers", "viz", "custom_gradient", "deriv", "gradients",
     "AxesError", "BackendUnavailableError", "DTypeError", "FeedError", "GraphError", "InvalidNameError",
     "NgraphError", "PipelineError", "SelectorError", "SerializationError", "UnsupportedOpError", "VerifyError",
     "Axes", "Axis", "Op", "OpGroup", "OpType", "format_graph", "name_scope", "verify", "ordered_ops",

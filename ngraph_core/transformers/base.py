@@ -10,6 +10,7 @@ into a function. ``computation.source`` shows that source.
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -146,6 +147,8 @@ class Transformer:
         optimize: run the optimizing passes (``passes/pipeline.py``); False compiles the graph as built.
         extra_rules: a ``PatternMatcher`` (or a list of ``(Pat, fn)`` rules) of user rewrites,
             applied to every computation before the optimizing passes.
+        profile: time every kernel call into ``profile_counters`` (``ng.inference.profile`` reads
+            them); the generated source is the same, only the kernels bound to it are wrapped.
     """
 
     name = "base"
@@ -154,7 +157,7 @@ class Transformer:
     kernel_overrides: dict[OpType, Any] = {}
 
     def __init__(self, float_dtype: str = "float32", seed: int | None = 0, optimize: bool = True,
-                 extra_rules: Any = None, **options: Any) -> None:
+                 extra_rules: Any = None, profile: bool = False, **options: Any) -> None:
         if options:
             raise NgraphError(f"{self.name} transformer: unknown option(s) {sorted(options)}")
         if float_dtype not in ("float32", "float64"):
@@ -162,6 +165,9 @@ class Transformer:
                 f"{self.name} transformer: float_dtype must be float32 or float64, received {float_dtype!r}"
             )
         self.float_dtype = float_dtype
+        self.profile = profile
+        # op -> [nanoseconds, calls, output bytes], filled by kernels wrapped when profile=True
+        self.profile_counters: dict[Op, list[int]] = {}
         self.seed = seed
         self.optimize = optimize
         self.extra_rules = extra_rules if extra_rules is None or isinstance(extra_rules, PatternMatcher) \
@@ -466,6 +472,8 @@ class Transformer:
                     )
                 kernel = f"{op.op.value}{i}"
                 env[kernel] = factory(op, kc)
+                if self.profile:
+                    env[kernel] = _timed(env[kernel], self.profile_counters.setdefault(op, [0, 0, 0]))
                 args = ([buffer_of[op]] if op in buffer_of else []) + src_names
                 lines.append((f"{name} = {kernel}({', '.join(args)})", comment))
             if op in snapshots:
@@ -484,6 +492,21 @@ class Transformer:
         source = header + "".join(f"    {c}  # {printable(t)}\n" if t else f"    {c}\n" for c, t in lines)
         exec(compile(code, f"<ngraph computation {id(graph)}>", "exec"), env)  # noqa: S102 - generated names only
         return source, env["computation"]
+
+
+def _timed(kernel: Callable[..., Any], counter: list[int]) -> Callable[..., Any]:
+    """``kernel`` adding its time (ns), a call and its output's bytes to ``counter`` on every call."""
+    clock = time.perf_counter_ns
+
+    def timed(*args: Any) -> Any:
+        start = clock()
+        out = kernel(*args)
+        counter[0] += clock() - start
+        counter[1] += 1
+        counter[2] += getattr(out, "nbytes", 0)
+        return out
+
+    return timed
 
 
 _SHARED = "shared"  # the stream of the random ops without a seed of their own
