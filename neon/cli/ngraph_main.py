@@ -15,6 +15,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from .bench import add_bench_arguments, run_bench
 from .common import add_subcommand, command_parser, non_negative_int, run_command
 from .graphs import FORMATS, run_select, run_viz
 from .info import add_info_arguments, run_info
@@ -64,6 +65,13 @@ def build_parser() -> argparse.ArgumentParser:
     viz.add_argument("--collapse", type=non_negative_int, default=None, metavar="DEPTH",
                      help="draw the layer scopes at DEPTH (1: the outermost) as single boxes; 0: never; default: "
                           "only when the graph is large")
+    bench = add_subcommand(parser, "bench", "Throughput and latency percentiles of a model served by ng.inference "
+                           "(like benchmark_app).", [
+        "ngraph bench out/model.h5 --batch 1 --requests 4 --time 10",
+        "ngraph bench out/model.h5 --precision int8 --calibration samples.npy -pc",
+        "ngraph bench model.ngi --time 5",
+    ], run_bench)
+    add_bench_arguments(bench)
     return parser
 
 

