@@ -17,7 +17,7 @@ import numpy as np
 
 from .. import api as ng
 from ..errors import NgraphError
-from ..ir import Op, OpType, rebuild, substitute, toposort
+from ..ir import Op, OpType, rebuild, scope_override, substitute, toposort
 from ..serialize import deserialize
 from ..transformers import make_transformer
 from .quantize import quantize_dequantize
@@ -225,7 +225,9 @@ def insert_activation_qdq(outputs: Sequence[Op], scales: Mapping[tuple[Op, int],
         scales: ``(dot/conv op, data operand index)`` -> quantization step.
 
     Returns:
-        the rebuilt outputs (other consumers of the data still read it unquantized).
+        the rebuilt outputs (other consumers of the data still read it unquantized). The
+        quantize-dequantize ops are made in the consumer's scope, labelled ``quantize``, so
+        selectors and the per-layer counters count them with that layer.
 
     Example:
         >>> (y,) = insert_activation_qdq([y], {(dot, 1): 0.01})
@@ -234,7 +236,8 @@ def insert_activation_qdq(outputs: Sequence[Op], scales: Mapping[tuple[Op, int],
         indexes = {i: s for (target, i), s in scales.items() if target is op}
         if not indexes:
             return cur
-        src = tuple(quantize_dequantize(s, indexes[i]) if i in indexes else s for i, s in enumerate(cur.src))
+        with scope_override(op.meta.scope, labels=("quantize",)):  # the consumer's layer does the rounding
+            src = tuple(quantize_dequantize(s, indexes[i]) if i in indexes else s for i, s in enumerate(cur.src))
         return cur.replace(src=src)
 
     new = rebuild(toposort(outputs), fn)

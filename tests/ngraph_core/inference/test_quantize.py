@@ -115,6 +115,10 @@ def test_mlp_fp16_and_int8_within_the_accuracy_bars() -> None:
     # INT8 quantize-dequantizes each dot's data: cast to int32 and back before both dots
     kinds = [op.op.value for op in ng.ordered_ops(list(int8.template_outputs))]
     assert kinds.count("cast") == 4 and len(int8.activation_scales) == 2
+    # made in the consuming layer's scope (the -pc counters and selectors count them there)
+    casts = ng.select(list(int8.template_outputs), "cast.quantize")
+    dots = ng.select(list(int8.template_outputs), "dot")
+    assert len(casts) == 4 and {c.meta.scope for c in casts} == {d.meta.scope for d in dots}
 
 
 def test_calibration_may_be_one_array_of_samples_batch_first() -> None:
