@@ -1,0 +1,260 @@
+"""Compiled (numba) fused kernels against the NumPy reference kernel: every element-wise OpType,
+broadcast operands, constants, a dot head, float32 and float64, the on-disk cache, and fallbacks."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+
+import ngraph_core as ng
+from ngraph_core.ir import OpType
+from ngraph_core.transformers.kernels import compiled
+
+pytest.importorskip("numba")
+
+N = 37  # odd, so no vector width divides it
+H, E = ng.make_axis(5, name="H"), ng.make_axis(N, name="E")
+SPECIAL = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0, 0.5, 3.0, -2.5]
+
+# op -> (build(u, v), exact): exact ops must agree bit for bit; others (libm) to a few ulps
+UNARY: dict[OpType, tuple[Callable, bool]] = {
+    OpType.NEG: (ng.negative, True), OpType.ABS: (ng.absolute, True), OpType.EXP: (ng.exp, False),
+    OpType.LOG: (ng.log, False), OpType.LOG1P: (ng.log1p, False), OpType.SQRT: (ng.sqrt, True),
+    OpType.SQUARE: (ng.square, True), OpType.RECIPROCAL: (ng.reciprocal, True), OpType.TANH: (ng.tanh, False),
+    OpType.SIGN: (ng.sign, True), OpType.SIN: (ng.sin, False), OpType.COS: (ng.cos, False),
+    OpType.RELU: (ng.relu, True), OpType.SIGMOID: (ng.sigmoid, False), OpType.RSQRT: (ng.rsqrt, True),
+}
+BINARY: dict[OpType, tuple[Callable, bool]] = {
+    OpType.ADD: (ng.add, True), OpType.SUB: (ng.subtract, True), OpType.MUL: (ng.multiply, True),
+    OpType.DIV: (ng.divide, True), OpType.POW: (ng.power, False), OpType.MAXIMUM: (ng.maximum, True),
+    OpType.MINIMUM: (ng.minimum, True), OpType.EQUAL: (ng.equal, True), OpType.NOT_EQUAL: (ng.not_equal, True),
+    OpType.LESS: (ng.less, True), OpType.LESS_EQUAL: (ng.less_equal, True), OpType.GREATER: (ng.greater, True),
+    OpType.GREATER_EQUAL: (ng.greater_equal, True),
+}
+
+
+@pytest.fixture(autouse=True)
+def kernel_cache(tmp_path_factory, monkeypatch):
+    """One cache directory for the module's tests (compiles are shared), never the user's home."""
+    monkeypatch.setenv("NG_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "ng-cache"))
+    monkeypatch.setattr(compiled, "COMPILE_LIBM_STEPS", True)  # check libm steps' semantics too
+
+
+def data(dtype: str, seed: int, shape: tuple[int, ...] = (5, N)) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal(shape) * 2).astype(dtype)
+    flat = x.reshape(-1)
+    flat[:len(SPECIAL)] = np.array(SPECIAL, dtype=dtype)[rng.permutation(len(SPECIAL))]
+    return x
+
+
+def run_both(monkeypatch, build: Callable[[], tuple], feeds: list[np.ndarray]) -> tuple[list, list, int]:
+    """Results with the NumPy kernel, with NG_KERNELS=numba, and how many fused ops were compiled."""
+    made: list[object] = []
+    real = compiled.compiled_fused
+
+    def spy(op, kc):
+        kernel = real(op, kc)
+        made.append(kernel)
+        return kernel
+
+    monkeypatch.setattr(compiled, "compiled_fused", spy)
+    results = []
+    for mode in ("numpy", "numba"):
+        monkeypatch.setenv("NG_KERNELS", mode)
+        outputs, inputs = build()
+        with ng.transformers.make_transformer() as t, np.errstate(all="ignore"):
+            f = t.computation(outputs, *inputs)
+            assert any(op.op is OpType.FUSED for op in f.graph.order)
+            results.append([np.array(r) for r in f(*feeds)])
+    return results[0], results[1], sum(k is not None for k in made)
+
+
+def check(ref: list, got: list, exact: bool, dtype: str) -> None:
+    for r, g in zip(ref, got, strict=True):
+        assert g.dtype == r.dtype == np.dtype(dtype)
+        if exact:
+            np.testing.assert_array_equal(g, r)
+        else:
+            tol = 1e-6 if dtype == "float32" else 1e-13
+            np.testing.assert_allclose(g, r, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("kind", list(UNARY), ids=lambda k: k.value)
+def test_every_unary_step_matches_numpy(monkeypatch, kind, dtype):
+    fn, exact = UNARY[kind]
+
+    def build():
+        x = ng.placeholder([H, E], dtype=dtype)
+        return [fn(x * 1.5 - 0.25)], [x]
+
+    ref, got, n_compiled = run_both(monkeypatch, build, [data(dtype, 1)])
+    assert n_compiled == 1
+    check(ref, got, exact, dtype)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("kind", list(BINARY), ids=lambda k: k.value)
+def test_every_binary_step_matches_numpy(monkeypatch, kind, dtype):
+    fn, exact = BINARY[kind]
+
+    def build():
+        x, y = ng.placeholder([H, E], dtype=dtype), ng.placeholder([H, E], dtype=dtype)
+        return [fn(ng.absolute(x), y * 0.5)], [x, y]
+
+    feeds = [data(dtype, 2), data(dtype, 3)]
+    feeds[1].reshape(-1)[12:18] = np.abs(feeds[0].reshape(-1)[12:18]) * 2  # equal operands for the comparisons
+    # NaN in one operand only, each way round: NaN must propagate through maximum/minimum from either side
+    assert not np.isnan(feeds[0].reshape(-1)[np.isnan(feeds[1].reshape(-1))]).any()
+    ref, got, n_compiled = run_both(monkeypatch, build, feeds)
+    assert n_compiled == 1
+    if kind in (OpType.EQUAL, OpType.LESS):
+        assert 0 < got[0].sum() < got[0].size  # both 0s and 1s: the comparison was really exercised
+    check(ref, got, exact, dtype)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_where_cast_broadcast_and_constants(monkeypatch, dtype):
+    def build():
+        x = ng.placeholder([H, E], dtype=dtype)
+        bias = ng.placeholder([H], dtype=dtype)  # broadcast along E: a two-level loop
+        scale = ng.placeholder([], dtype=dtype)  # one value everywhere: passed as a scalar
+        count = ng.placeholder([H, E], dtype="int32")  # another dtype: only cast reads it
+        y = ng.where(ng.greater(x, bias), x * scale + bias, ng.cast(count, dtype) * 0.1 - 7.0)
+        return [ng.tanh(y) + y * float(np.float32(1e-3))], [x, bias, scale, count]
+
+    feeds = [data(dtype, 4), np.linspace(-1, 1, 5).astype(dtype), np.array(0.75, dtype=dtype),
+             np.arange(5 * N, dtype=np.int32).reshape(5, N) - 40]
+    ref, got, n_compiled = run_both(monkeypatch, build, feeds)
+    assert n_compiled == 1
+    check(ref, got, False, dtype)
+    x, bias, scale, count = feeds
+    with np.errstate(all="ignore"):
+        y = np.where(x > bias[:, None], x * scale + bias[:, None], count.astype(dtype) * dtype_scalar(dtype, 0.1) - 7)
+    finite = np.isfinite(y)
+    np.testing.assert_allclose(got[0][finite], (np.tanh(y) + y * dtype_scalar(dtype, 1e-3))[finite], rtol=1e-5)
+
+
+def dtype_scalar(dtype: str, value: float) -> np.generic:
+    return np.dtype(dtype).type(value)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_a_dot_head_then_the_compiled_epilogue(monkeypatch, dtype):
+    K = ng.make_axis(9, name="K")
+
+    def build():
+        w, x = ng.placeholder([H, K], dtype=dtype), ng.placeholder([K, E], dtype=dtype)
+        b = ng.placeholder([H], dtype=dtype)
+        return [ng.sigmoid(ng.dot(w, x) + b)], [w, x, b]
+
+    rng = np.random.default_rng(5)
+    feeds = [rng.standard_normal(s).astype(dtype) for s in [(5, 9), (9, N), (5,)]]
+    ref, got, n_compiled = run_both(monkeypatch, build, feeds)
+    assert n_compiled == 1
+    check(ref, got, False, dtype)
+    w, x, b = feeds
+    np.testing.assert_allclose(got[0], 1 / (1 + np.exp(-(w @ x + b[:, None]))), rtol=1e-5)
+
+
+def test_generated_source_holds_only_generated_names():
+    x = ng.placeholder([H, E], name="secret_input_name")
+    y = ng.tanh(x * 2.0 + 1.0)
+    with ng.transformers.make_transformer() as t:
+        f = t.computation(y, x)
+    (op,) = [op for op in f.graph.order if op.op is OpType.FUSED]
+    source = compiled.generate_source(op.arg, "float32", ["a"], 1)
+    assert source is not None and "secret" not in source and "T(2.0)" in source and "math.tanh(" in source
+    assert compiled.generate_source(op.arg, "int32", ["a"], 1) is None  # integer outputs: NumPy's kernel
+
+
+def test_an_unsupported_program_falls_back_to_numpy(monkeypatch):
+    x = ng.placeholder([H, E])
+    y = ng.tanh(x * 2.0 + 1.0)
+    with ng.transformers.make_transformer() as t:
+        f = t.computation(y, x)
+    (op,) = [op for op in f.graph.order if op.op is OpType.FUSED]
+    monkeypatch.setattr(compiled, "SUPPORTED", compiled.SUPPORTED - {OpType.TANH})
+    assert compiled.generate_source(op.arg, "float32", ["a"], 1) is None
+    ref, got, n_compiled = run_both(monkeypatch, lambda: ([ng.tanh(x * 2.0 + 1.0)], [x]), [data("float32", 6)])
+    assert n_compiled == 0  # the NumPy kernel ran, and nothing was logged or raised
+    np.testing.assert_array_equal(got[0], ref[0])
+    monkeypatch.setattr(compiled, "HAVE_NUMBA", False)  # numba missing: same fallback
+    _, got, n_compiled = run_both(monkeypatch, lambda: ([ng.exp(x * 2.0 + 1.0)], [x]), [data("float32", 6)])
+    assert n_compiled == 0 and np.isfinite(got[0]).any()
+
+
+def test_programs_with_libm_steps_stay_on_numpy_by_default(monkeypatch):
+    monkeypatch.setattr(compiled, "COMPILE_LIBM_STEPS", False)
+    x = ng.placeholder([H, E])
+    ref, got, n_compiled = run_both(monkeypatch, lambda: ([ng.tanh(x * 2.0 + 1.0)], [x]), [data("float32", 7)])
+    assert n_compiled == 0
+    np.testing.assert_array_equal(got[0], ref[0])
+    ref, got, n_compiled = run_both(monkeypatch, lambda: ([ng.relu(x * 2.0 + 1.0)], [x]), [data("float32", 7)])
+    assert n_compiled == 1
+    np.testing.assert_array_equal(got[0], ref[0])
+
+
+def test_the_default_is_numpy(monkeypatch):
+    monkeypatch.delenv("NG_KERNELS", raising=False)
+    assert not compiled.wanted()
+    monkeypatch.setenv("NG_KERNELS", "numba")
+    assert compiled.wanted()
+
+
+SCRIPT = textwrap.dedent("""
+    import numpy as np
+    import ngraph_core as ng
+    H, E = ng.make_axis(3, name="H"), ng.make_axis(11, name="E")
+    x = ng.placeholder([H, E])
+    with ng.transformers.make_transformer() as t:
+        f = t.computation(ng.relu(x * 3.0 - 1.0) * x + 0.5, x)
+        print(float(f(np.ones((3, 11), dtype=np.float32)).sum()))
+""")
+
+
+def test_a_second_process_reuses_the_disk_cache(tmp_path):
+    env = {**os.environ, "NG_KERNELS": "numba", "NG_CACHE_DIR": str(tmp_path)}
+
+    def run() -> str:
+        done = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    first = run()
+    kernels = tmp_path / "kernels"
+    cached = {p: p.stat().st_mtime_ns for p in kernels.rglob("*") if p.is_file()}
+    assert [p.suffix for p in cached].count(".nbi") == 1 and [p.suffix for p in cached].count(".nbc") == 1
+    assert float(first) == 33 * 2.5
+    second = run()
+    assert second == first
+    # nothing was recompiled or rewritten: the same files, untouched
+    assert {p: p.stat().st_mtime_ns for p in kernels.rglob("*") if p.is_file()} == cached
+
+
+def test_an_update_computed_in_place_into_its_variable(monkeypatch):
+    """``p - 0.1 * g`` written straight into ``p``'s buffer: the compiled loop reads and writes the same memory."""
+    monkeypatch.setenv("NG_KERNELS", "numba")
+    made: list[object] = []
+    real = compiled.compiled_fused
+    monkeypatch.setattr(compiled, "compiled_fused", lambda op, kc: made.append(real(op, kc)) or made[-1])
+    start = data("float32", 8)
+    start[~np.isfinite(start)] = 1.0
+    g = ng.placeholder([H, E])
+    p = ng.variable([H, E], start)
+    grads = np.random.default_rng(9).standard_normal((5, N)).astype(np.float32)
+    with ng.transformers.make_transformer() as t:
+        f = t.computation(ng.doall([ng.assign(p, ng.maximum(p - 0.1 * g, -1.0))]), g)
+        assert any(op.op is OpType.FUSED for op in f.graph.order) and f.graph.into_variables
+        f(grads)
+        f(grads)
+        want = np.maximum(np.maximum(start - np.float32(0.1) * grads, -1) - np.float32(0.1) * grads, -1)
+        np.testing.assert_array_equal(t.read_variable(p), want)
+    assert [k is not None for k in made] == [True]  # the compiled path ran
