@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from notebook_runner import run_notebook
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "examples" / "selectors_tour.py"
@@ -43,14 +44,4 @@ def test_script_freezes_taps_and_draws(tmp_path: Path) -> None:
 
 @needs_dot
 def test_notebook_executes(tmp_path: Path) -> None:
-    nbformat = pytest.importorskip("nbformat")
-    nbclient = pytest.importorskip("nbclient")
-    nb = nbformat.read(NOTEBOOK, as_version=4)
-    client = nbclient.NotebookClient(
-        nb, kernel_name="python3", timeout=600, startup_timeout=120, resources={"metadata": {"path": str(tmp_path)}},
-    )
-    client.execute()  # raises CellExecutionError on the first failing cell
-    outputs = [out for cell in nb.cells if cell.cell_type == "code" for out in cell.get("outputs", [])]
-    errors = [out for out in outputs if out.output_type == "error"]
-    assert not errors, errors
-    check_output("".join(out.get("text", "") for out in outputs if out.output_type == "stream"), tmp_path / "out")
+    check_output(run_notebook(NOTEBOOK, tmp_path), tmp_path / "out")

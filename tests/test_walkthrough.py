@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
+from notebook_runner import run_notebook
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "examples" / "walkthrough.py"
@@ -40,17 +40,4 @@ def test_notebook_is_generated_from_the_script() -> None:
 
 
 def test_notebook_executes() -> None:
-    nbformat = pytest.importorskip("nbformat")
-    nbclient = pytest.importorskip("nbclient")
-    # Inside a virtual environment jupyter_core searches its share/jupyter before the user's,
-    # so `python3` is the kernelspec ipykernel installed there; its argv starts with "python",
-    # which jupyter_client replaces by sys.executable: the interpreter that has ngraph_core.
-    nb = nbformat.read(NOTEBOOK, as_version=4)
-    client = nbclient.NotebookClient(
-        nb, kernel_name="python3", timeout=300, startup_timeout=120, resources={"metadata": {"path": str(ROOT)}},
-    )
-    client.execute()  # raises CellExecutionError on the first failing cell
-    outputs = [out for cell in nb.cells if cell.cell_type == "code" for out in cell.get("outputs", [])]
-    errors = [out for out in outputs if out.output_type == "error"]
-    assert not errors, errors
-    check_accuracy("".join(out.get("text", "") for out in outputs if out.output_type == "stream"))
+    check_accuracy(run_notebook(NOTEBOOK, ROOT))
