@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy
 
+from ..ir import OpType
+from . import numba_kernels
 from .base import Transformer, register_transformer
 
 
@@ -12,6 +14,8 @@ class NumpyTransformer(Transformer):
 
     name = "numpy"
     xp = numpy
+    # NG_KERNELS=numba compiles fused element-wise programs (NumPy arrays only); else the shared kernel
+    kernel_overrides = {OpType.FUSED: numba_kernels.fused}
 
 
 register_transformer("numpy", NumpyTransformer)

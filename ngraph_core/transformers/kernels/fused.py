@@ -28,7 +28,6 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ...ir import FusedProgram, Op, OpType
-from . import compiled
 from .context import Kernel, KernelContext
 from .contraction import dot_into
 from .conv import conv_into
@@ -102,10 +101,6 @@ def _run(steps: list, refs_values: Callable[[tuple], Any], temps: Sequence[Any],
 
 def fused(op: Op, kc: KernelContext) -> Kernel:
     """The blocked kernel for a ``fused`` op (NumPy): ``kernel(out, *inputs)``."""
-    if compiled.wanted():  # NG_KERNELS=numba: a generated loop where numba supports the program
-        kernel = compiled.compiled_fused(op, kc)
-        if kernel is not None:
-            return kernel
     xp, program, dtype = kc.xp, op.arg, kc.dtype_of(op)
     steps, n_slots = _compile(xp, program)
     shape = op.axes.lengths

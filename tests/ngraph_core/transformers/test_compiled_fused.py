@@ -14,7 +14,7 @@ import pytest
 
 import ngraph_core as ng
 from ngraph_core.ir import OpType
-from ngraph_core.transformers.kernels import compiled
+from ngraph_core.transformers import numba_kernels as compiled
 
 pytest.importorskip("numba")
 
