@@ -12,13 +12,15 @@ Example:
     ...     f = t.computation(ng.dot(W, X), X)
 """
 
-from . import inference, transformers, viz
+from . import distributed, inference, transformers, viz
 from .api import *  # noqa: F403 - the API package defines __all__
 from .api import __all__ as _api_all
 from .autodiff import custom_gradient, deriv, gradients
 from .errors import (
     AxesError,
     BackendUnavailableError,
+    DistributedError,
+    DistributedTimeoutError,
     DTypeError,
     FeedError,
     GraphError,
@@ -40,8 +42,9 @@ __version__ = "0.1.0"
 
 __all__ = [
     *_api_all,
-    "inference", "transformers", "viz", "custom_gradient", "deriv", "gradients",
+    "distributed", "inference", "transformers", "viz", "custom_gradient", "deriv", "gradients",
     "AxesError", "BackendUnavailableError", "DTypeError", "FeedError", "GraphError", "InvalidNameError",
+    "DistributedError", "DistributedTimeoutError",
     "NgraphError", "PipelineError", "SelectorError", "SerializationError", "UnsupportedOpError", "VerifyError",
     "Axes", "Axis", "Op", "OpGroup", "OpType", "format_graph", "name_scope", "verify", "ordered_ops",
     "check_name", "update_meta", "meta_generation",

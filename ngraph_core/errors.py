@@ -53,3 +53,11 @@ class BackendUnavailableError(NgraphError, RuntimeError):
 
 class VerifyError(NgraphError, AssertionError):
     """A graph breaks an IR validity rule (raised by ``verify``; a bug in a pass or a hand-built op)."""
+
+
+class DistributedError(NgraphError, RuntimeError):
+    """Data-parallel training cannot proceed: MPI missing, a collective refused, a bad rank or reduction."""
+
+
+class DistributedTimeoutError(DistributedError, TimeoutError):
+    """A collective did not complete within the timeout: another rank died or hangs."""

@@ -2,8 +2,8 @@
 
 Floors, lowest first (README, "Architecture")::
 
-    errors < ir < pattern < api, selectors < autodiff < passes < transformers < serialize, viz < inference,
-    ngraph_core/__init__
+    errors < ir < pattern < api, selectors < autodiff, distributed < passes < transformers < serialize, viz
+    < inference, frontends, ngraph_core/__init__
 
 The check reads the source with ``ast`` (nothing is imported), so it sees imports inside
 functions and under ``TYPE_CHECKING`` too. It fails listing every upward import, every
@@ -30,11 +30,13 @@ FLOORS: dict[str, int] = {
     "api": 3,
     "selectors": 3,  # reads ir only; transformers (taps) and serialize read it
     "autodiff": 4,
+    "distributed": 4,  # communicators (errors) and collective builders (ir, api); transformers' kernels call them
     "passes": 5,
     "transformers": 6,
     "serialize": 7,
     "viz": 7,
     "inference": 8,  # compiles, quantizes and deploys through transformers and serialize
+    "frontends": 8,  # ONNX import/export: builds through api, evaluates with transformers, reads selectors
     "": 8,
 }
 FORBIDDEN = ("neon",)  # packages that sit above all of ngraph_core

@@ -3,7 +3,35 @@
 from .control import assign, doall, sequential
 from .conv import convolution, deconvolution, pooling
 from .ctc import ctc_grad, ctc_loss
+from .extra_math import (
+    acos,
+    acosh,
+    asin,
+    asinh,
+    atan,
+    atanh,
+    bit_shift,
+    bitwise_and,
+    bitwise_not,
+    bitwise_or,
+    bitwise_xor,
+    ceil,
+    cosh,
+    erf,
+    floor,
+    isinf,
+    isnan,
+    logical_and,
+    logical_not,
+    logical_or,
+    logical_xor,
+    mod,
+    round,
+    sinh,
+    tan,
+)
 from .gather import gather, scatter_add
+from .indexing import cumprod, cumsum, gather_elements, gather_nd, scatter_elements, scatter_nd, topk
 from .math import (
     absolute,
     add,
@@ -82,4 +110,8 @@ __all__ = [
     "stack", "tensor_slice", "unflatten", "as_op", "constant", "make_axes", "make_axis", "normal",
     "placeholder", "uniform", "variable", "batch_norm", "centered_sums", "moments", "call", "graph", "scan",
     "ctc_grad", "ctc_loss", "gather", "scatter_add",
+    "acos", "acosh", "asin", "asinh", "atan", "atanh", "bit_shift", "bitwise_and", "bitwise_not", "bitwise_or",
+    "bitwise_xor", "ceil", "cosh", "erf", "floor", "isinf", "isnan", "logical_and", "logical_not", "logical_or",
+    "logical_xor", "mod", "round", "sinh", "tan",
+    "cumprod", "cumsum", "gather_elements", "gather_nd", "scatter_elements", "scatter_nd", "topk",
 ]

@@ -240,7 +240,8 @@ def where(condition: Any, a: Any, b: Any) -> Op:
     Example:
         >>> y = where(greater(x, 0), x, 0.1 * x)  # leaky ReLU
     """
-    return make(OpType.WHERE, _operands((condition, a, b), "where"))
+    like = next((v for v in (a, b, condition) if isinstance(v, Op)), None)  # a number takes a branch's dtype
+    return make(OpType.WHERE, align([as_op(v, like, "where") for v in (condition, a, b)], "where"))
 
 
 # -- reductions -----------------------------------------------------------------------------

@@ -9,7 +9,9 @@ sees the primitives they are built from.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
+from dataclasses import replace
 
 from .. import api as ng
 from ..api.custom import registered_gradient
@@ -59,6 +61,27 @@ def _concat_grad(ctx: Op, op: Op) -> Grads:
         grads.append(ng.slice_along_axis(ctx, op.axes.find(name), slice(start, start + n)))
         start += n
     return tuple(grads)
+
+
+def _scatter_grad(ctx: Op, op: Op) -> Grads:
+    """scatter_elements / scatter_nd: "add" passes ctx to x and gathers it for the updates; "none" also
+    zeroes x's gradient where an update replaced its value. Repeated positions under "none" (undefined in
+    ONNX) give every update the gradient."""
+    x, indices, updates = op.src
+    reduction = op.arg.reduction
+    if reduction not in ("none", "add"):
+        raise UnsupportedOpError(
+            f"gradients: {op.op.value} with reduction {reduction!r} has no gradient; expected 'none' or 'add'; "
+            "hint: build the update with reduction='add' of log-values, or stop the gradient (ng.stop_gradient)"
+        )
+    elements = op.op is OpType.SCATTER_ELEMENTS
+    gather = OpType.GATHER_ELEMENTS if elements else OpType.GATHER_ND
+    gather_arg = replace(op.arg, reduction="none")
+    d_updates = make(gather, [ctx, indices], arg=gather_arg)
+    if reduction == "add":
+        return ctx, None, ng.cast_axes(d_updates, updates.axes)
+    written = make(op.op, [ng.fill_like(x, 0.0), indices, ng.fill_like(updates, 1.0)], arg=op.arg)
+    return ctx - ctx * written, None, ng.cast_axes(d_updates, updates.axes)
 
 
 def _dot_grad(ctx: Op, op: Op) -> Grads:
@@ -193,6 +216,16 @@ RULES: dict[OpType, Rule] = {
     OpType.SIN: lambda ctx, op: (ctx * ng.cos(_x(op)),),
     OpType.COS: lambda ctx, op: (-ctx * ng.sin(_x(op)),),
     OpType.CAST: lambda ctx, op: (ng.cast(ctx, _x(op).dtype),),
+    OpType.ERF: lambda ctx, op: (ctx * (2.0 / math.sqrt(math.pi)) * ng.exp(-ng.square(_x(op))),),
+    OpType.TAN: lambda ctx, op: (ctx * (1.0 + op * op),),
+    OpType.ASIN: lambda ctx, op: (ctx * ng.rsqrt(1.0 - ng.square(_x(op))),),
+    OpType.ACOS: lambda ctx, op: (-ctx * ng.rsqrt(1.0 - ng.square(_x(op))),),
+    OpType.ATAN: lambda ctx, op: (ctx / (1.0 + ng.square(_x(op))),),
+    OpType.SINH: lambda ctx, op: (ctx * ng.cosh(_x(op)),),
+    OpType.COSH: lambda ctx, op: (ctx * ng.sinh(_x(op)),),
+    OpType.ASINH: lambda ctx, op: (ctx * ng.rsqrt(ng.square(_x(op)) + 1.0),),
+    OpType.ACOSH: lambda ctx, op: (ctx * ng.rsqrt(ng.square(_x(op)) - 1.0),),
+    OpType.ATANH: lambda ctx, op: (ctx / (1.0 - ng.square(_x(op))),),
     # element-wise binary
     OpType.ADD: lambda ctx, op: (ctx, ctx),
     OpType.SUB: lambda ctx, op: (ctx, -ctx),
@@ -204,6 +237,10 @@ RULES: dict[OpType, Rule] = {
     ),
     OpType.MAXIMUM: lambda ctx, op: (ctx * ng.greater_equal(*op.src), ctx * ng.less(*op.src)),
     OpType.MINIMUM: lambda ctx, op: (ctx * ng.less_equal(*op.src), ctx * ng.greater(*op.src)),
+    # a = q b + mod(a, b) with q = floor(a/b) (mod) or trunc(a/b) (fmod), piecewise constant: d/db = -q,
+    # and q = (a - mod(a, b)) / b reads the op's own value instead of rounding a/b again
+    OpType.MOD: lambda ctx, op: (ctx, -ctx * (op.src[0] - op) / op.src[1]),
+    OpType.FMOD: lambda ctx, op: (ctx, -ctx * (op.src[0] - op) / op.src[1]),
     OpType.WHERE: lambda ctx, op: (
         None,
         ng.where(op.src[0], ctx, 0.0),
@@ -224,6 +261,16 @@ RULES: dict[OpType, Rule] = {
     # gather and scatter_add are each other's adjoints (linear in the table/updates); ids get none
     OpType.GATHER: lambda ctx, op: (ng.scatter_add(ctx, op.src[1], op.src[0].axes, op.arg), None),
     OpType.SCATTER_ADD: lambda ctx, op: (ng.gather(ctx, op.src[1], op.arg), None),
+    # positional indexing: a cumsum's adjoint runs the other way; a gather's is a scatter-add into zeros
+    OpType.CUMSUM: lambda ctx, op: (make(OpType.CUMSUM, [ctx], arg=replace(op.arg, reverse=not op.arg.reverse)),),
+    OpType.CUMPROD: lambda ctx, op: (  # d y_i / d x_j = y_i / x_j for i after j: needs nonzero x
+        make(OpType.CUMSUM, [ctx * op], arg=replace(op.arg, reverse=not op.arg.reverse)) / _x(op),),
+    OpType.GATHER_ELEMENTS: lambda ctx, op: (make(OpType.SCATTER_ELEMENTS, [ng.fill_like(_x(op), 0.0), op.src[1], ctx],
+                                                  arg=replace(op.arg, reduction="add")), None),
+    OpType.GATHER_ND: lambda ctx, op: (make(OpType.SCATTER_ND, [ng.fill_like(_x(op), 0.0), op.src[1], ctx],
+                                            arg=replace(op.arg, reduction="add")), None),
+    OpType.SCATTER_ELEMENTS: _scatter_grad,
+    OpType.SCATTER_ND: _scatter_grad,
     # contraction
     OpType.DOT: _dot_grad,
     # neural network
@@ -242,5 +289,7 @@ RULES: dict[OpType, Rule] = {
     OpType.CALL: _call_grad,
     OpType.SCAN: scan_grad,  # a reverse scan of the body's vector-Jacobian product (autodiff/scan.py)
     OpType.SCAN_RESULT: scan_result_grad,
+    # collectives: an allreduce is linear, its adjoint the same allreduce of the upstream gradients
+    OpType.ALLREDUCE: lambda ctx, op: (make(OpType.ALLREDUCE, [ctx], arg=op.arg),),
 }
 

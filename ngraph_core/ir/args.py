@@ -28,10 +28,13 @@ from typing import Any
 
 from ..errors import SerializationError
 from .codec import check_type, decode_value, encode_value, fail, wrong_arg
+from .collective import AllreduceArg, BucketArg, RootRank
 from .conv import ConvArg, PoolArg
 from .ctc import CTCArg
 from .fused import FusedProgram
 from .graph import CallArg
+from .indexing import CumArg, ElementsArg, NdArg, TopKArg
+from .logical import InfFlags, ShiftDirection
 from .names import check_name
 from .node import ArrayValue, Op, RandomInfo, VariableInfo, next_uid
 from .ops import OpGroup, OpType
@@ -226,6 +229,15 @@ ARG_TYPES: dict[OpType, type] = {
     OpType.CONCAT: AxisName,
     OpType.GATHER: LookupAxis,
     OpType.SCATTER_ADD: LookupAxis,
+    OpType.ISINF: InfFlags,  # which infinities count
+    OpType.BIT_SHIFT: ShiftDirection,  # "left" | "right"
+    OpType.CUMSUM: CumArg,  # axis name, exclusive, reverse
+    OpType.CUMPROD: CumArg,
+    OpType.TOPK: TopKArg,  # axis name, k, largest, sorted
+    OpType.GATHER_ELEMENTS: ElementsArg,  # axis name, reduction
+    OpType.SCATTER_ELEMENTS: ElementsArg,
+    OpType.GATHER_ND: NdArg,  # batch_dims, reduction
+    OpType.SCATTER_ND: NdArg,
     OpType.CONV: ConvArg,
     OpType.CONV_BPROP_DATA: ConvArg,
     OpType.CONV_BPROP_FILTER: ConvArg,
@@ -238,4 +250,8 @@ ARG_TYPES: dict[OpType, type] = {
     OpType.SCAN: ScanArg,  # the body (ids of its params and roots), counts, axis, flags
     OpType.SCAN_RESULT: ResultIndex,
     OpType.FUSED: FusedProgram,  # compiler-made: checked, never written
+    OpType.ALLREDUCE: AllreduceArg,  # the reduction ("mean" | "sum") and an optional bucket size
+    OpType.BROADCAST_FROM: RootRank,
+    OpType.ALLREDUCE_START: BucketArg,  # compiler-made: checked, never written
+    OpType.ALLREDUCE_WAIT: BucketArg,
 }

@@ -16,9 +16,19 @@ import numpy as np
 
 from ..errors import AxesError, DTypeError
 from .axes import Axes, Axis, format_axes
+from .collective import infer_allreduce, infer_allreduce_start, infer_allreduce_wait, infer_broadcast_from
 from .conv import ConvArg, PoolArg, activation_roles, check_conv, check_pool
 from .ctc import infer_ctc, infer_ctc_grad
 from .graph import CallArg
+from .indexing import (
+    infer_cumulative,
+    infer_gather_elements,
+    infer_gather_nd,
+    infer_scatter_elements,
+    infer_scatter_nd,
+    infer_topk,
+)
+from .logical import infer_bitwise, infer_float_test, infer_logical
 from .node import Op
 from .ops import OpGroup, OpType
 from .scan import infer_scan, infer_scan_result
@@ -26,7 +36,7 @@ from .scan import infer_scan, infer_scan_result
 Rule = Callable[[Sequence[Op], Any, "Axes | None", "str | None"], tuple[Axes, str]]
 
 FLOAT_DTYPES = ("float16", "float32", "float64")
-INT_DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8")
+INT_DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
 ALL_DTYPES = FLOAT_DTYPES + INT_DTYPES
 
 
@@ -384,11 +394,16 @@ def _call(src, arg, axes, dtype):
 
 
 INFER: dict[OpType, Rule] = {
-    **{t: _given for t in OpGroup.LEAF | OpGroup.RANDOM | OpGroup.COMPILED},
+    **{t: _given for t in OpGroup.LEAF | OpGroup.RANDOM | {OpType.FUSED}},
     **{t: _unary for t in OpGroup.UNARY - {OpType.CAST}},
     OpType.CAST: _cast,
     **{t: _binary for t in OpGroup.BINARY | OpGroup.COMPARISON},
     OpType.WHERE: _where,
+    OpType.ISNAN: infer_float_test,
+    OpType.ISINF: infer_float_test,
+    **{t: infer_logical for t in (OpType.LOGICAL_NOT, OpType.LOGICAL_AND, OpType.LOGICAL_OR, OpType.LOGICAL_XOR)},
+    **{t: infer_bitwise for t in (OpType.BITWISE_NOT, OpType.BITWISE_AND, OpType.BITWISE_OR, OpType.BITWISE_XOR,
+                                  OpType.BIT_SHIFT)},
     **{t: _reduce for t in (OpType.SUM, OpType.MAX, OpType.MIN, OpType.PROD)},
     OpType.ARGMAX: _arg_reduce,
     OpType.ARGMIN: _arg_reduce,
@@ -400,6 +415,13 @@ INFER: dict[OpType, Rule] = {
     OpType.CONCAT: _concat,
     OpType.GATHER: _gather,
     OpType.SCATTER_ADD: _scatter_add,
+    OpType.CUMSUM: infer_cumulative,
+    OpType.CUMPROD: infer_cumulative,
+    OpType.TOPK: infer_topk,
+    OpType.GATHER_ELEMENTS: infer_gather_elements,
+    OpType.SCATTER_ELEMENTS: infer_scatter_elements,
+    OpType.GATHER_ND: infer_gather_nd,
+    OpType.SCATTER_ND: infer_scatter_nd,
     OpType.DOT: _dot,
     OpType.CONV: _conv,
     OpType.CONV_BPROP_DATA: _conv_bprop_data,
@@ -417,6 +439,10 @@ INFER: dict[OpType, Rule] = {
     OpType.CALL: _call,
     OpType.SCAN: infer_scan,
     OpType.SCAN_RESULT: infer_scan_result,
+    OpType.ALLREDUCE: infer_allreduce,
+    OpType.BROADCAST_FROM: infer_broadcast_from,
+    OpType.ALLREDUCE_START: infer_allreduce_start,
+    OpType.ALLREDUCE_WAIT: infer_allreduce_wait,
 }
 
 ARITY: dict[OpType, int | None] = {
@@ -428,6 +454,10 @@ ARITY: dict[OpType, int | None] = {
     OpType.CONCAT: None,
     OpType.GATHER: 2,  # (table, ids)
     OpType.SCATTER_ADD: 2,  # (updates, ids); axes: the table's
+    OpType.GATHER_ELEMENTS: 2,  # (x, indices)
+    OpType.SCATTER_ELEMENTS: 3,  # (x, indices, updates)
+    OpType.GATHER_ND: 2,
+    OpType.SCATTER_ND: 3,
     OpType.DOT: 2,
     **{t: 2 for t in (OpType.CONV, OpType.CONV_BPROP_DATA, OpType.CONV_BPROP_FILTER)},
     OpType.POOL: 1,
@@ -444,6 +474,10 @@ ARITY: dict[OpType, int | None] = {
     OpType.SCAN: None,  # (*sequences, *initial states, *extras[, lengths])
     OpType.SCAN_RESULT: 1,
     OpType.FUSED: None,
+    OpType.ALLREDUCE: 1,
+    OpType.BROADCAST_FROM: 1,
+    OpType.ALLREDUCE_START: None,  # the bucket's members
+    OpType.ALLREDUCE_WAIT: None,  # every start of the computation (its own at arg.index)
 }
 
 

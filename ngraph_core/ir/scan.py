@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from .args import CodecContext
 
 PACK_AXIS_NAME = "scan_pack"
-INT_DTYPES = ("int8", "int16", "int32", "int64", "uint8")
+INT_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
 
 
 def stacked_axes(axes: Axes, axis: Axis) -> Axes:

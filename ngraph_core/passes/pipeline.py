@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from ..errors import PipelineError
 from ..ir import Op, OpType, format_graph, toposort, verify
 from ..pattern import PatternMatcher, graph_rewrite
+from .allreduce import bucket_allreduce
 from .bn_fold import fold_batch_norm
 from .cse import cse
 from .dce import dce
@@ -44,6 +45,7 @@ TRAINING: tuple[str, ...] = (
     "fold",              # constant subgraphs evaluated at compile time, with the backend's kernels
     "cse",               # equal ops from different scopes merged
     "dce",               # elements of sequential/doall with no effect dropped
+    "bucket_allreduce",  # allreduces fused into buckets, started as backward makes them ready
     "decompose",         # ops the backend has no kernel for -> ops it has (none on numpy, cupy)
     "layout",            # needless transposes removed or sunk
     "fuse_elementwise",  # element-wise chains (+ a dot/conv head) -> one kernel
@@ -54,6 +56,7 @@ INFERENCE: tuple[str, ...] = (
     "fold_batch_norm",   # inference batch norm -> conv/dot filter + bias
     "cse",
     "dce",
+    "bucket_allreduce",
     "decompose",
     "layout",
     "fuse_elementwise",
@@ -126,6 +129,7 @@ def _make_pass(name: str, kernels: KernelTable | None, kernel_context: ContextFa
         "fold_batch_norm": fold_batch_norm,
         "cse": cse,
         "dce": dce,
+        "bucket_allreduce": bucket_allreduce,
         "layout": layout,
         "fuse_elementwise": fuse_elementwise,
     }[name]

@@ -28,7 +28,7 @@ from ..ir.infer import FLOAT_DTYPES
 from ..pattern import Pat, PatternMatcher, Rule, graph_rewrite, pat, scalar_value, type_preserving
 
 T = OpType
-INTEGER_DTYPES = ("int8", "int16", "int32", "int64", "uint8")
+INTEGER_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
 
 
 # -- rule helpers ---------------------------------------------------------------------------

@@ -149,6 +149,8 @@ class Transformer:
             applied to every computation before the optimizing passes.
         profile: time every kernel call into ``profile_counters`` (``ng.inference.profile`` reads
             them); the generated source is the same, only the kernels bound to it are wrapped.
+        communicator: the ``ng.distributed`` communicator that collective ops (allreduce,
+            broadcast) run on; None: ``ng.distributed.current()`` when a computation is compiled.
     """
 
     name = "base"
@@ -157,7 +159,8 @@ class Transformer:
     kernel_overrides: dict[OpType, Any] = {}
 
     def __init__(self, float_dtype: str = "float32", seed: int | None = 0, optimize: bool = True,
-                 extra_rules: Any = None, profile: bool = False, **options: Any) -> None:
+                 extra_rules: Any = None, profile: bool = False, communicator: Any = None,
+                 **options: Any) -> None:
         if options:
             raise NgraphError(f"{self.name} transformer: unknown option(s) {sorted(options)}")
         if float_dtype not in ("float32", "float64"):
@@ -166,6 +169,7 @@ class Transformer:
             )
         self.float_dtype = float_dtype
         self.profile = profile
+        self.communicator = communicator
         # op -> [nanoseconds, calls, output bytes], filled by kernels wrapped when profile=True
         self.profile_counters: dict[Op, list[int]] = {}
         self.seed = seed
@@ -431,7 +435,8 @@ class Transformer:
 
     def _build(self, graph: CompiledGraph, placeholders: Sequence[Op],
                workspace: Workspace | None = None, on_device: bool = False) -> tuple[str, Callable[..., tuple]]:
-        kc = KernelContext(self.xp, self.dtype_of, self.generator_for, workspace, self._subgraph)
+        kc = KernelContext(self.xp, self.dtype_of, self.generator_for, workspace, self._subgraph,
+                           communicator=self.communicator)
         buffer_of, env = self._buffers(graph)
         names: dict[Op, str] = {}
         # (code, comment) pairs: the code is made only of generated identifiers; the comment

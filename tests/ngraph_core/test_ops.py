@@ -16,6 +16,7 @@ import nn_reference as nn_ref
 import numpy as np
 import pytest
 import scan_reference as scan_ref
+from extra_op_cases import extra_cases
 from op_helper import Arg, arg, check_fused, check_op, check_op_torch
 
 import ngraph_core as ng
@@ -539,7 +540,16 @@ CASES: list[Case] = [
          [CN], torch=lambda x: (2.0 * x).tanh() * x * 2.0),
     case("sequential_value", T.SEQUENTIAL, lambda a, b: ng.sequential([a * 2.0, b + 1.0]), lambda a, b: b + 1,
          [CN, arg(N)], torch=lambda a, b: b + 1),
+    # -- collectives on a world of one rank (the identity); tests/ngraph_core/distributed runs them under MPI
+    case("allreduce_mean", T.ALLREDUCE, lambda x: ng.distributed.allreduce(ng.tanh(x)), np.tanh, [CN],
+         torch=lambda x: x.tanh()),
+    case("allreduce_sum_two_buckets", T.ALLREDUCE, lambda a, b: ng.distributed.allreduce(a * 2.0, "sum", bucket_bytes=0)
+         + ng.distributed.allreduce(b, "sum", bucket_bytes=0), lambda a, b: 2.0 * a + b, [CN, arg(N)],
+         torch=lambda a, b: 2.0 * a + b),
+    case("broadcast_from_root_0", T.BROADCAST_FROM, lambda x: ng.distributed.broadcast(x * 3.0), lambda x: 3.0 * x,
+         [CN], grad=False),
 ]
+CASES += extra_cases(case)  # the ONNX-set element-wise and indexing ops (extra_op_cases.py)
 
 
 def _params(cases: list[Case], torch_side: bool = False) -> list[Any]:
@@ -756,6 +766,19 @@ def test_assign_overlapping_view() -> None:
         np.testing.assert_array_equal(t.read_variable(v), np.arange(9.0).reshape(3, 3).T)
 
 
+def test_allreduce_buckets_in_plan() -> None:
+    """The bucket_allreduce pass turns allreduces into one allreduce_start/allreduce_wait pair per bucket."""
+    x, y = ng.placeholder([C, N]), ng.placeholder([N])
+    outs = [ng.distributed.allreduce(x * 2.0, "sum"), ng.distributed.allreduce(y, "sum")]  # one 64-byte bucket
+    with ng.transformers.make_transformer() as t:
+        f = t.computation(outs, x, y)
+        kinds = [op.op for op in f.graph.order]
+        a, b = f(np.ones((3, 4)), np.arange(4.0))
+    assert kinds.count(T.ALLREDUCE_START) == 1 and kinds.count(T.ALLREDUCE_WAIT) == 1 and T.ALLREDUCE not in kinds
+    np.testing.assert_array_equal(a, np.full((3, 4), 2.0))
+    np.testing.assert_array_equal(b, np.arange(4.0))
+
+
 # -- the coverage table read by test_tables.py --------------------------------------------------------------
 
 DEDICATED: dict[T, list[str]] = {
@@ -768,6 +791,9 @@ DEDICATED: dict[T, list[str]] = {
     T.SEQUENTIAL: ["test_sequential"],
     T.DOALL: ["test_doall", "test_doall_reads_before_writes"],
 }
+if hasattr(T, "ALLREDUCE_START"):  # made only by the bucket_allreduce pass
+    DEDICATED[T.ALLREDUCE_START] = ["test_allreduce_buckets_in_plan"]
+    DEDICATED[T.ALLREDUCE_WAIT] = ["test_allreduce_buckets_in_plan"]
 if hasattr(T, "FUSED"):  # made only by the compiler's fusion pass
     DEDICATED[T.FUSED] = ["test_op_fused"]
 

@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 import numpy as np
 import pytest
+from extra_op_cases import serialize_graphs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
@@ -172,6 +173,10 @@ GRAPHS: dict[OpType, Callable[[], tuple[list[Op], list[Op]]]] = {
     OpType.SCAN: lambda: _scan(False),
     OpType.SCAN_RESULT: lambda: _scan(True),
     OpType.CTC_GRAD: lambda: _ctc(True),
+    **serialize_graphs(),  # the ONNX-set element-wise and indexing ops (extra_op_cases.py)
+    OpType.ALLREDUCE: _unary(lambda x: ng.distributed.allreduce(x, "sum", bucket_bytes=1024)
+                             + ng.distributed.allreduce(x * 2.0)),
+    OpType.BROADCAST_FROM: _unary(lambda x: ng.distributed.broadcast(x, root=0)),
 }
 
 

@@ -19,7 +19,8 @@ from ngraph_core.ir.infer import ARITY, INFER
 from ngraph_core.transformers.kernels import BOUND_BY_EXECUTOR, KERNELS
 
 ALL = list(OpType)
-KINDS = ("LEAF", "RANDOM", "ELEMENTWISE", "REDUCE", "MOVEMENT", "CONTRACTION", "NN", "CONTROL", "COMPILED")
+KINDS = ("LEAF", "RANDOM", "ELEMENTWISE", "REDUCE", "MOVEMENT", "CONTRACTION", "NN", "CONTROL", "COLLECTIVE",
+         "COMPILED")
 
 
 @pytest.mark.parametrize("op", ALL, ids=lambda t: t.value)

@@ -7,6 +7,7 @@ placeholders have no kernel: the executor binds their storage and feeds.
 
 from ...ir import OpType
 from . import (
+    collective,
     contraction,
     control,
     conv,
@@ -14,6 +15,7 @@ from . import (
     elementwise,
     fused,
     gather,
+    indexing,
     leaf,
     movement,
     normalization,
@@ -28,6 +30,7 @@ KERNELS: dict[OpType, KernelFactory] = {
     **reduce.KERNELS,
     **movement.KERNELS,
     **gather.KERNELS,
+    **indexing.KERNELS,
     **contraction.KERNELS,
     **conv.KERNELS,
     **pool.KERNELS,
@@ -37,6 +40,7 @@ KERNELS: dict[OpType, KernelFactory] = {
     **control.KERNELS,
     **scan.KERNELS,
     **fused.KERNELS,
+    **collective.KERNELS,
 }
 
 BOUND_BY_EXECUTOR = frozenset({OpType.VARIABLE, OpType.PLACEHOLDER})

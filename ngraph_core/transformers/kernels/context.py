@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ...errors import UnsupportedOpError
@@ -73,6 +73,10 @@ class KernelContext:
         generator_for: the random generator a random op draws from (the transformer's stream).
         workspace: scratch shared by the kernels of one computation (None: each kernel
             that needs scratch makes its own, as constant folding does).
+        communicator: the ``ng.distributed`` communicator collective kernels use (None: the
+            current one, ``ng.distributed.current()``, when the kernel is made).
+        pending: requests that ``allreduce_start`` kernels started and the matching
+            ``allreduce_wait`` kernels complete, keyed by the start op (one dict per computation).
 
     Calling convention: a kernel for an op that owns a buffer (not in
     ``OpGroup.NO_BUFFER``) is called as ``kernel(out, *inputs)`` and writes its value
@@ -85,6 +89,8 @@ class KernelContext:
     generator_for: Callable[[Op], Any]
     workspace: Workspace | None = None
     compile_subgraph: Callable[[Any], Callable[..., tuple]] | None = None
+    communicator: Any = None
+    pending: dict[Op, Any] = field(default_factory=dict, compare=False)
 
     def subgraph(self, graph: Any) -> Callable[..., tuple]:
         """``graph`` (an ``ir.Graph``) compiled once on this transformer: a function from one array per

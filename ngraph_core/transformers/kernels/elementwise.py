@@ -2,8 +2,11 @@
 
 Operands always have identical axes (the API inserted explicit broadcasts), so a
 kernel is one array-library ufunc writing into the op's buffer ``out``.
-Comparisons write their booleans as 0/1 in the op's dtype. ``step_function`` is
-shared with the fused kernel.
+Comparisons write their booleans as 0/1 in the op's dtype; ``isnan``/``isinf`` and the
+logical ops write bool. ``round`` rounds half to even (``rint``, as ONNX and NumPy do);
+``erf`` is ``kernels/erf.py``. ``step_function`` is shared with the fused kernel; the two
+ops with an arg (``isinf``'s flags, ``bit_shift``'s direction) never fuse (they give bool /
+integers), so only ``elementwise`` reads their arg.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from typing import Any
 
 from ...ir import Op, OpType, is_float
 from .context import Kernel, KernelContext
+from .erf import erf_into
 
 _UFUNCS = {
     OpType.NEG: "negative", OpType.ABS: "abs", OpType.EXP: "exp", OpType.LOG: "log", OpType.LOG1P: "log1p",
@@ -22,6 +26,12 @@ _UFUNCS = {
     OpType.MUL: "multiply", OpType.DIV: "divide", OpType.POW: "power", OpType.MAXIMUM: "maximum",
     OpType.MINIMUM: "minimum", OpType.EQUAL: "equal", OpType.NOT_EQUAL: "not_equal", OpType.LESS: "less",
     OpType.LESS_EQUAL: "less_equal", OpType.GREATER: "greater", OpType.GREATER_EQUAL: "greater_equal",
+    OpType.FLOOR: "floor", OpType.CEIL: "ceil", OpType.ROUND: "rint", OpType.TAN: "tan", OpType.ASIN: "arcsin",
+    OpType.ACOS: "arccos", OpType.ATAN: "arctan", OpType.SINH: "sinh", OpType.COSH: "cosh", OpType.ASINH: "arcsinh",
+    OpType.ACOSH: "arccosh", OpType.ATANH: "arctanh", OpType.ISNAN: "isnan", OpType.LOGICAL_NOT: "logical_not",
+    OpType.BITWISE_NOT: "invert", OpType.MOD: "remainder", OpType.FMOD: "fmod", OpType.LOGICAL_AND: "logical_and",
+    OpType.LOGICAL_OR: "logical_or", OpType.LOGICAL_XOR: "logical_xor", OpType.BITWISE_AND: "bitwise_and",
+    OpType.BITWISE_OR: "bitwise_or", OpType.BITWISE_XOR: "bitwise_xor",
 }
 
 
@@ -49,6 +59,8 @@ def step_function(xp: Any, kind: OpType) -> Callable[..., Any]:
             return o
 
         return sigmoid
+    if kind is OpType.ERF:
+        return lambda o, x: erf_into(xp, o, x)
     if kind is OpType.RSQRT:
         return lambda o, x: xp.reciprocal(xp.sqrt(x, out=o), out=o)
     if kind is OpType.WHERE:
@@ -67,10 +79,30 @@ def step_function(xp: Any, kind: OpType) -> Callable[..., Any]:
     return lambda o, *args: ufunc(*args, out=o, casting="unsafe")
 
 
+def _isinf(xp: Any, positive: bool, negative: bool) -> Kernel:
+    """isinf counting only the infinities the flags ask for (ONNX IsInf)."""
+    if positive and negative:
+        return lambda o, x: xp.isinf(x, out=o)
+    if positive or negative:
+        inf = float("inf") if positive else -float("inf")
+        return lambda o, x: xp.equal(x, inf, out=o)
+
+    def none(o, x):
+        o.fill(False)
+        return o
+
+    return none
+
+
 def elementwise(op: Op, kc: KernelContext) -> Kernel:
+    xp = kc.xp
+    if op.op is OpType.ISINF:
+        return _isinf(xp, op.arg.detect_positive, op.arg.detect_negative)
+    if op.op is OpType.BIT_SHIFT:
+        shift = xp.left_shift if op.arg == "left" else xp.right_shift
+        return lambda o, a, b: shift(a, b, out=o, casting="unsafe")
     if op.op is OpType.DIV and not is_float(kc.dtype_of(op)):
         # true division of integers gives floats: integer operands floor-divide instead
-        xp = kc.xp
         return lambda o, a, b: xp.floor_divide(a, b, out=o)
     return step_function(kc.xp, op.op)
 
@@ -84,6 +116,9 @@ KERNELS = {
     OpType.RELU: elementwise,
     OpType.SIGMOID: elementwise,
     OpType.RSQRT: elementwise,
+    OpType.ERF: elementwise,
+    OpType.ISINF: elementwise,
+    OpType.BIT_SHIFT: elementwise,
     OpType.WHERE: elementwise,
     OpType.CAST: elementwise,
     OpType.STOP_GRADIENT: stop_gradient,
