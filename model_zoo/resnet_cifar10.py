@@ -37,9 +37,17 @@ Writes, under ``--out`` (default ``./out/resnet_cifar10``): ``resnet<depth>.h5``
 optimizer state, history: ``Model.load_params`` reads it), ``resnet<depth>_curve.png`` and
 ``resnet<depth>_history.csv``.
 
+Distributed (``--distributed``, under ``mpiexec -n N``): data-parallel over MPI with
+``neon.distributed``. Each rank trains on its own shard of the training set (and evaluates its
+shard of the test set; the metrics are combined over the ranks), ``--batch-size`` is per rank, so
+the global batch is ``N`` times larger and the default learning rate scales with it
+(``scaled_learning_rate(N * batch)``); rank 0 prints and writes the files.
+
 Usage:
     python -m model_zoo.resnet_cifar10 --depth 20 --epochs 182 --data ~/data/cifar-10-batches-bin
     python -m model_zoo.resnet_cifar10 --depth 20 --epochs 3 --n-train 2048 --n-test 512 --batch-size 64
+    .venv/bin/mpiexec -n 2 .venv/bin/python -m model_zoo.resnet_cifar10 --distributed --epochs 3 --n-train 2048 \
+        --n-test 512 --batch-size 32
 """
 
 from __future__ import annotations
@@ -52,6 +60,7 @@ from typing import Any
 
 import ngraph_core as ng
 from neon import Sequential
+from neon import distributed as dist
 from neon.callbacks import Checkpoint, EpochPrinter, MetricHistory, TrainingCurve
 from neon.costs import CrossEntropyMulti
 from neon.data import ImageIterator, load_cifar10, make_shapes_dataset
@@ -186,7 +195,7 @@ class TrainResult:
 def train(depth: int = 20, epochs: int = 182, data_dir: str | Path | None = None, batch_size: int = 128,
           out: str | Path = DEFAULT_OUT, n_train: int | None = None, n_test: int | None = None,
           learning_rate: float | None = None, shortcut: str = "A", seed: int = 0,
-          progress: bool = False) -> TrainResult:
+          progress: bool = False, distributed: bool = False) -> TrainResult:
     """Train ``resnet_cifar10(depth)`` with the paper's recipe, evaluate it, save it and its curve.
 
     Args:
@@ -201,6 +210,8 @@ def train(depth: int = 20, epochs: int = 182, data_dir: str | Path | None = None
         shortcut: "A", "B" or "C".
         seed: seeds the weights, the data order and the augmentation.
         progress: show ``fit``'s progress bar as well as the per-epoch lines.
+        distributed: data-parallel over MPI (run under ``mpiexec``): ``batch_size`` per rank, data
+            sharded by rank, gradients averaged with ``DistributedOptimizer``; rank 0 prints and writes.
 
     A run of fewer than ``MIN_STEPS`` steps prints a note: its test accuracy will be near chance
     (see the module docstring).
@@ -215,37 +226,47 @@ def train(depth: int = 20, epochs: int = 182, data_dir: str | Path | None = None
         >>> result = train(20, out="out/r20", **SMALL_SETTINGS)  # about a minute on 2 cores
         >>> result.accuracy  # 0.87
     """
+    if distributed:
+        dist.init()
+    say = print if dist.is_writer() else (lambda *a, **k: None)  # rank 0 talks for everyone
     net = resnet_cifar10(depth, shortcut, seed=seed)
     (X, y), (Xt, yt), description = load_data(data_dir, n_train, n_test, seed)
-    print(f"data: {description}: {len(X)} training and {len(Xt)} test images", flush=True)
+    say(f"data: {description}: {len(X)} training and {len(Xt)} test images", flush=True)
     train_set = ImageIterator(X, y, nclass=10, batch_size=batch_size, shuffle=True, seed=seed, normalize=True,
                               crop_padding=4, flip=True)
     test_set = ImageIterator(Xt, yt, nclass=10, batch_size=min(500, len(Xt)), mean=train_set.mean,
                              std=train_set.std)
+    if distributed:  # statistics above come from the whole set; each rank then takes its shard
+        dist.shard(train_set)
+        dist.shard(test_set)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     stem = f"resnet{depth}"
     files = [out / f"{stem}.h5", out / f"{stem}_curve.png", out / f"{stem}_history.csv"]
     schedule = paper_schedule(epochs)
-    learning_rate = scaled_learning_rate(batch_size) if learning_rate is None else learning_rate
-    optimizer = GradientDescentMomentum(learning_rate, momentum_coef=MOMENTUM, wdecay=WEIGHT_DECAY,
-                                        schedule=schedule)
-    print(f"ResNet-{depth} (shortcut {shortcut}), {epochs} epochs, batch {batch_size}, SGD lr {learning_rate} "
-          f"momentum {MOMENTUM} wdecay {WEIGHT_DECAY}, lr / 10 at epochs {schedule.step_config or []}", flush=True)
+    learning_rate = scaled_learning_rate(batch_size * dist.size()) if learning_rate is None else learning_rate
+    optimizer: Any = GradientDescentMomentum(learning_rate, momentum_coef=MOMENTUM, wdecay=WEIGHT_DECAY,
+                                             schedule=schedule)
+    ranks = f" per rank x {dist.size()} ranks" if distributed else ""
+    if distributed:
+        optimizer = dist.DistributedOptimizer(optimizer)
+    say(f"ResNet-{depth} (shortcut {shortcut}), {epochs} epochs, batch {batch_size}{ranks}, SGD lr {learning_rate} "
+        f"momentum {MOMENTUM} wdecay {WEIGHT_DECAY}, lr / 10 at epochs {schedule.step_config or []}", flush=True)
     steps = epochs * len(train_set)
     if 0 < steps < MIN_STEPS:
-        print(f"note: {steps} training steps; batch norm's running averages need about {MIN_STEPS} to forget their "
-              f"initial values, so expect a test accuracy near chance; hint: {small_flags()} learns in about a "
-              "minute", flush=True)
+        say(f"note: {steps} training steps; batch norm's running averages need about {MIN_STEPS} to forget their "
+            f"initial values, so expect a test accuracy near chance; hint: {small_flags()} learns in about a "
+            "minute", flush=True)
     model = Model(net)
     callbacks = [EpochPrinter(), Checkpoint(files[0]), TrainingCurve(files[1], title=f"ResNet-{depth}: {description}"),
                  MetricHistory(csv_path=files[2])]
     history = model.fit(train_set, CrossEntropyMulti(), optimizer, num_epochs=epochs, valid_set=test_set,
                         metric=Accuracy(), callbacks=callbacks, progress=progress)
-    accuracy = float(model.eval(test_set, Accuracy()))
-    model.save_params(files[0])  # also when epochs == 0, where no checkpoint was written
-    print(f"test accuracy: {100 * accuracy:.2f}%")
-    print(f"saved {', '.join(str(f) for f in files if f.exists())}")
+    accuracy = float(model.eval(test_set, Accuracy()))  # sharded: combined over the ranks
+    if dist.is_writer():
+        model.save_params(files[0])  # also when epochs == 0, where no checkpoint was written
+    say(f"test accuracy: {100 * accuracy:.2f}%")
+    say(f"saved {', '.join(str(f) for f in files if f.exists())}")
     return TrainResult(model, history, accuracy, files)
 
 
@@ -263,9 +284,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--n-train", type=int, default=None, help="use the first N training images")
     parser.add_argument("--n-test", type=int, default=None, help="use the first N test images")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--distributed", action="store_true",
+                        help="data-parallel over MPI: run under mpiexec -n N (--batch-size is per rank)")
     args = parser.parse_args(argv)
     train(args.depth, args.epochs, args.data, args.batch_size, args.out, args.n_train, args.n_test, args.lr,
-          args.shortcut, args.seed)
+          args.shortcut, args.seed, distributed=args.distributed)
     return 0
 
 

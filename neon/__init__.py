@@ -6,10 +6,11 @@ Example:
     >>> model = Model(Sequential([Affine(100, activation="relu"), Affine(10, activation="softmax")]))
 """
 
+from . import distributed
 from .containers import Sequential
 from .loading import load_model
 from .model import Model
 
 __version__ = "0.1.0"  # the ngraph-neon distribution's version (setup.cfg), shared with ngraph_core
 
-__all__ = ["Model", "Sequential", "load_model", "__version__"]
+__all__ = ["Model", "Sequential", "distributed", "load_model", "__version__"]

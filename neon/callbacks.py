@@ -149,6 +149,9 @@ class Callback:
 
     model: Any = None
     params: dict[str, Any] = {}
+    # True for callbacks that only print or write files (progress, history, checkpoints): in a
+    # distributed run ``fit`` runs them on rank 0 only (``neon.distributed.is_writer``)
+    writer_only = False
 
     def set_model(self, model: Any, params: dict[str, Any]) -> None:
         """Called by ``fit`` before training: the model, and ``num_epochs``/``initial_epoch``/``nbatches``."""
@@ -255,6 +258,8 @@ class EpochPrinter(Callback):
         >>> EpochPrinter([("train_cost", "train_cost", ".4f"), ("valid_accuracy", "accuracy", "%")])
     """
 
+    writer_only = True  # prints or writes files: rank 0 only in a distributed run
+
     DEFAULT_FIELDS = (("lr", "lr", ".3g"), ("train_cost", "train_cost", ".4f"), ("valid_cost", "valid_cost", ".4f"),
                       ("valid_accuracy", "valid_accuracy", "%"))
 
@@ -286,6 +291,8 @@ class ProgressBar(Callback):
         file: where to draw (default ``sys.stderr``).
         mininterval: seconds between bar refreshes.
     """
+
+    writer_only = True  # prints or writes files: rank 0 only in a distributed run
 
     def __init__(self, file: TextIO | None = None, mininterval: float = 0.5) -> None:
         self.file = file
@@ -332,6 +339,8 @@ class MetricHistory(Callback):
         >>> MetricHistory("out/history.json", "out/history.csv")
     """
 
+    writer_only = True  # prints or writes files: rank 0 only in a distributed run
+
     def __init__(self, json_path: str | Path | None = None, csv_path: str | Path | None = None) -> None:
         if json_path is None and csv_path is None:
             raise CallbackError("MetricHistory: expected json_path and/or csv_path, received neither")
@@ -365,6 +374,8 @@ class Checkpoint(Callback):
         >>> model.fit(..., callbacks=callbacks)
         >>> model.fit(..., resume_from="out/last.h5")  # after an interruption
     """
+
+    writer_only = True  # prints or writes files: rank 0 only in a distributed run
 
     def __init__(self, path: str | Path, keep: str = "last", monitor: str = "valid_cost", mode: str = "auto",
                  every: int = 1) -> None:
@@ -476,6 +487,8 @@ class LearningRateLogger(Callback):
         >>> LearningRateLogger(stream=sys.stdout)
     """
 
+    writer_only = True  # prints or writes files: rank 0 only in a distributed run
+
     def __init__(self, path: str | Path | None = None, stream: TextIO | None = None) -> None:
         self.path, self.stream = (None if path is None else Path(path)), stream
         self.rates: list[tuple[int, float | None]] = []
@@ -506,6 +519,8 @@ class TrainingCurve(Callback):
     Example:
         >>> TrainingCurve("out/mnist_mlp_curve.png")
     """
+
+    writer_only = True  # prints or writes files: rank 0 only in a distributed run
 
     def __init__(self, path: str | Path, title: str = "training curve") -> None:
         self.path, self.title = Path(path), title

@@ -37,6 +37,7 @@ import ngraph_core as ng
 from .callbacks import Callback, History
 from .data import ArrayIterator, DataError, dataset_shapes, in_order
 from .data import batch_size as first_batch_size
+from .distributed import DistributedOptimizer, is_distributed, sum_across_ranks
 from .inputs import KINDS, batch_kind, input_placeholders, same_features, split_batch
 from .inspection import TapOwner
 from .layers import Layer, training_mode
@@ -308,6 +309,10 @@ class Model(ModelInspection, TrainingOwner, TapOwner):
             warnings.warn("Model.fit: metric=... is evaluated on valid_set after each epoch, and no valid_set was "
                           "given, so it is not computed; hint: pass valid_set=..., or call model.eval(data, metric)",
                           UserWarning, stacklevel=2)
+        if is_distributed() and not isinstance(optimizer, DistributedOptimizer):
+            warnings.warn(f"Model.fit: a distributed run with a plain {type(optimizer).__name__}: every rank steps "
+                          "on its own gradients and the weights drift apart; hint: wrap it, "
+                          "neon.distributed.DistributedOptimizer(optimizer)", UserWarning, stacklevel=2)
         shape, y_shape = self._peek(train_set, "train_set")
         if y_shape is None:
             raise DataError("Model.fit: train_set yields no targets (y is None); hint: ArrayIterator(X, y, nclass=...)")
@@ -323,7 +328,7 @@ class Model(ModelInspection, TrainingOwner, TapOwner):
             return {"cost": float(train(array, y)[0] if lengths is None else train(array, lengths, y)[0])}
 
         def validate(epoch: int) -> dict[str, float]:
-            results = self._evaluate(valid_set, cost, metrics)
+            results = self._evaluate(valid_set, cost, metrics, across_ranks=True)
             return {f"valid_{name}": value for name, value in results.items()}
 
         return fit_loop(self, train_set, num_epochs, step, learning_rates={"lr": optimizer},
@@ -338,6 +343,9 @@ class Model(ModelInspection, TrainingOwner, TapOwner):
     def eval(self, dataset: Any, metric: Any) -> float | dict[str, float]:
         """Evaluate ``metric`` (one, or a list) over the whole dataset, in inference mode.
 
+        A dataset sharded over the ranks of a distributed run (``neon.distributed.shard``) is
+        evaluated over every rank's share: every rank must call ``eval``, and all get one value.
+
         Returns:
             the metric's value (e.g. accuracy), or ``{name: value}`` for a list of metrics.
 
@@ -351,11 +359,13 @@ class Model(ModelInspection, TrainingOwner, TapOwner):
         metrics = _as_list(metric)
         if not metrics:
             raise ModelError("Model.eval: expected a metric (e.g. Accuracy()) or a list of metrics")
-        results = self._evaluate(dataset, None, metrics)
+        sharded = getattr(dataset, "shard", None) is not None and dataset.shard[1] > 1
+        results = self._evaluate(dataset, None, metrics, across_ranks=sharded)
         return results if isinstance(metric, (list, tuple)) else results[metrics[0].name]
 
-    def _evaluate(self, dataset: Any, cost: Any, metrics: list[Any]) -> dict[str, float]:
-        """``{"cost": mean cost, <metric name>: value}`` over ``dataset`` with the inference graph."""
+    def _evaluate(self, dataset: Any, cost: Any, metrics: list[Any], across_ranks: bool = False) -> dict[str, float]:
+        """``{"cost": mean cost, <metric name>: value}`` over ``dataset`` with the inference graph; with
+        ``across_ranks`` in a distributed run, over every rank's batches (each rank's share of a sharded set)."""
         _, y_shape = self._peek(dataset, "dataset")
         if y_shape is None:
             raise DataError("Model.eval: the dataset yields no targets (y is None); hint: ArrayIterator(X, y, ...)")
@@ -377,6 +387,9 @@ class Model(ModelInspection, TrainingOwner, TapOwner):
                 values = values[1:]
             sums = [s + float(v) for s, v in zip(sums, values, strict=True)]
             seen += n
+        if across_ranks and is_distributed():  # totals, not means: exact for every metric's aggregate
+            cost_total, seen_total, *sums = sum_across_ranks([cost_total, seen, *sums])
+            seen = int(round(seen_total))
         results = {"cost": cost_total / max(seen, 1)} if cost is not None else {}
         for m, total in zip(metrics, sums, strict=True):
             results[m.name] = float(m.aggregate(total, seen)) if hasattr(m, "aggregate") else total / max(seen, 1)

@@ -36,6 +36,7 @@ import ngraph_core as ng
 
 from .callbacks import Callback, History, ProgressBar, TerminateOnNaN
 from .data import batch_length, count_batches
+from .distributed import average_metrics, broadcast_variables, communicator, is_distributed, is_writer
 from .saving import (
     CheckpointData,
     CheckpointError,
@@ -379,12 +380,20 @@ def fit_loop(owner: TrainingOwner, dataset: Any, num_epochs: int,
         callbacks.insert(0, ProgressBar())
     if terminate_on_nan and not any(isinstance(c, TerminateOnNaN) for c in callbacks):
         callbacks.append(TerminateOnNaN())
+    # distributed runs: only rank 0 prints progress and writes files (callbacks marked writer_only)
+    callbacks = [c for c in callbacks if not getattr(c, "writer_only", False) or is_writer()]
     owner.data_seed = getattr(dataset, "seed", None)
     if resume_from is not None:
         owner.restore(resume_from)
         initial_epoch = owner.epoch
         if owner.data_seed is not None and hasattr(dataset, "seed"):
             dataset.seed = owner.data_seed  # the resumed run visits the batches the whole run would
+    distributed = is_distributed()
+    if distributed:  # every rank starts from rank 0's weights, state and (sharded data) shuffle seed
+        broadcast_variables(owner)
+        if getattr(dataset, "shard", None) is not None:
+            dataset.set_shard(*dataset.shard, seed=communicator().allgather_object(dataset.seed)[0])
+            owner.data_seed = dataset.seed
     owner.history = owner.history.truncated(initial_epoch) if initial_epoch > 0 else History()
     owner.stop_training = False
     params: dict[str, Any] = {"num_epochs": num_epochs, "initial_epoch": initial_epoch,
@@ -409,6 +418,8 @@ def fit_loop(owner: TrainingOwner, dataset: Any, num_epochs: int,
                 cb.on_minibatch_begin(epoch, i, {})
             n = batch_length(x)
             values = step(x, y)
+            if distributed:  # one cost for all ranks: the bar shows it, and a NaN on any rank stops them all
+                values = average_metrics(values, weight=n, check_names=False)
             for name in totals:
                 totals[name] += values[name] * n
             seen += n
@@ -419,7 +430,9 @@ def fit_loop(owner: TrainingOwner, dataset: Any, num_epochs: int,
                 break
         if interrupted:
             break
-        logs: dict[str, Any] = {**rates, **{means[k]: total / max(seen, 1) for k, total in totals.items()}}
+        # in a distributed run: the sample-weighted mean over every rank's batches (the same on every rank)
+        logs: dict[str, Any] = {**rates, **average_metrics({means[k]: total / max(seen, 1)
+                                                            for k, total in totals.items()}, weight=seen)}
         if end_epoch is not None:
             logs.update(end_epoch(epoch))
         owner.epoch = epoch + 1

@@ -41,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     train = add_subcommand(parser, "train", "Train a model_zoo recipe (arguments after -- go to the recipe).", [
         "neon train char_seq2seq --epochs 4 --out out/s2s -- --task sort --n-train 10000 --n-test 300",
         "neon train resnet_cifar10 --epochs 182 --data-dir ~/data/cifar-10-batches-bin",
+        "mpiexec -n 2 neon train resnet_cifar10 --distributed --epochs 3   # data-parallel over MPI",
         "neon train lstm_sentiment -- --help        # the recipe's own arguments",
     ], run_train)
     train.add_argument("recipe", help=f"one of: {', '.join(RECIPES)}")
@@ -48,6 +49,8 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--batch-size", type=positive_int, default=None, help="samples per training step")
     train.add_argument("--data-dir", default=None, help="where the recipe's data is (see 'neon zoo list')")
     train.add_argument("--out", default=None, help="the folder the recipe writes its checkpoint and figures to")
+    train.add_argument("--distributed", action="store_true", default=None,
+                       help="data-parallel training over MPI (launch under mpiexec -n N; --batch-size is per rank)")
 
     info = add_subcommand(parser, "info", "Summarize a saved model: layers, parameters, ops, memory plan.", [
         "neon info out/resnet_cifar10/resnet20.h5",

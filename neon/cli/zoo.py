@@ -2,9 +2,10 @@
 
 A recipe is a module ``model_zoo.<name>`` with a ``main(argv) -> exit code`` that parses its
 own flags with argparse. ``neon train <recipe>`` translates the common flags (``--epochs``,
-``--batch-size``, ``--data-dir``, ``--out``) into the recipe's, appends the recipe-specific
-arguments given after ``--``, checks the whole line against the recipe's own parser (so a
-mistake is a usage error naming the recipe, before anything trains), then runs ``main``.
+``--batch-size``, ``--data-dir``, ``--out``, and the switch ``--distributed``) into the recipe's,
+appends the recipe-specific arguments given after ``--``, checks the whole line against the
+recipe's own parser (so a mistake is a usage error naming the recipe, before anything trains),
+then runs ``main``.
 
 Recipes build their parser inside ``main``, so the parser is obtained by calling ``main`` with
 ``ArgumentParser.parse_args`` replaced, for that call only, by a function that hands the parser
@@ -53,6 +54,7 @@ RECIPES = {
 
 # the flags ``neon train`` takes, by argparse dest, and the recipe flag each becomes
 COMMON_FLAGS = {"epochs": "--epochs", "batch_size": "--batch-size", "data_dir": "--data-dir", "out": "--out"}
+SWITCHES = {"distributed": "--distributed"}  # flags without a value, passed on when given
 
 
 def run_list(args: argparse.Namespace) -> int:
@@ -149,6 +151,11 @@ def train_arguments(name: str, parser: argparse.ArgumentParser, args: argparse.N
         if flag not in takes:
             missing.append(flag)
         argv += [flag, str(value)]
+    for dest, flag in SWITCHES.items():
+        if getattr(args, dest, None):
+            if flag not in takes:
+                missing.append(flag)
+            argv.append(flag)
     if missing:
         raise UsageError(f"recipe {name} does not take {', '.join(missing)}; it takes {', '.join(takes)}; hint: see "
                          f"'neon train {name} -- --help'", args.parser)

@@ -153,16 +153,18 @@ class ImageIterator(ArrayIterator):
     # -- iteration (order, set_epoch, __iter__, in_order and __len__ come from ArrayIterator) -----------
     def __iter__(self) -> Iterator[Batch]:
         epoch = self.epoch
-        rows = self.order(epoch)
+        rows = self.shard_rows(self.order(epoch))  # this rank's share when sharded (ArrayIterator.set_shard)
         self.epoch += 1
         return self._batches(rows, epoch)
 
     def _batches(self, rows: np.ndarray | None, epoch: int | None = None) -> Iterator[Batch]:
-        for i, start in enumerate(range(0, self.ndata, self.batch_size)):
-            stop = min(start + self.batch_size, self.ndata)
+        count = self.ndata if rows is None else len(rows)
+        stream = () if self.shard is None else (self.shard[0],)  # ranks draw their own crops and flips
+        for i, start in enumerate(range(0, count, self.batch_size)):
+            stop = min(start + self.batch_size, count)
             index: Any = slice(start, stop) if rows is None else rows[start:stop]
             rng = None if epoch is None or not self.augment else np.random.default_rng(
-                [self.seed, epoch, AUGMENT_STREAM, i])
+                [self.seed, epoch, AUGMENT_STREAM, i, *stream])
             x = self.transform(self._images[index], rng)
             yield x, None if self._y is None else self._targets(self._y[index])
 

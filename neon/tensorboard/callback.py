@@ -91,6 +91,8 @@ class TensorBoard(Callback):
         ['Sequential_0/Affine_0/Bias_0/b']
     """
 
+    writer_only = True  # prints or writes files: rank 0 only in a distributed run
+
     def __init__(self, log_dir: str | Path, *, histograms: Any = None, histogram_freq: int = 1, graph: bool = True,
                  batch_freq: int | None = None, flush_secs: float = 120) -> None:
         self._tbx = import_tensorboardx()
