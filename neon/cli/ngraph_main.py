@@ -7,6 +7,8 @@ Example:
     $ ngraph info out/model.h5
     $ ngraph select out/model.h5 "Affine variable"
     $ ngraph viz out/model.h5 -o model.svg --select ".bias"
+    $ ngraph convert model.onnx -o model.ngraph --dim N=8
+    $ ngraph run model.onnx --input x=batch.npy
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from .bench import add_bench_arguments, run_bench
 from .common import add_subcommand, command_parser, non_negative_int, run_command
 from .graphs import FORMATS, run_select, run_viz
 from .info import add_info_arguments, run_info
+from .onnx_commands import add_convert_arguments, add_run_arguments, run_convert, run_onnx
 
 __all__ = ["build_parser", "main"]
 
@@ -27,11 +30,13 @@ EXAMPLES = """examples:
   ngraph info out/model.h5
   ngraph select out/model.h5 "Affine variable"
   ngraph viz graph.json -o graph.svg
+  ngraph convert model.onnx -o model.ngraph --dim N=8
+  ngraph run model.onnx --input x=batch.npy
   ngraph <command> --help"""
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The ``ngraph`` command's parser (subcommands ``info``, ``select``, ``viz``).
+    """The ``ngraph`` command's parser (subcommands ``info``, ``select``, ``viz``, ``bench``, ``convert``, ``run``).
 
     Example:
         >>> build_parser().parse_args(["select", "m.h5", "Affine"]).query
@@ -72,6 +77,17 @@ def build_parser() -> argparse.ArgumentParser:
         "ngraph bench model.ngi --time 5",
     ], run_bench)
     add_bench_arguments(bench)
+    convert = add_subcommand(parser, "convert", "Import an ONNX model and write it as a graph document "
+                             "(ng.serialize).", [
+        "ngraph convert model.onnx -o model.ngraph",
+        "ngraph convert model.onnx -o model.ngraph --dim N=8 --initializers constants",
+    ], run_convert)
+    add_convert_arguments(convert)
+    run = add_subcommand(parser, "run", "Run an ONNX model on .npy inputs; print (and save) its outputs.", [
+        "ngraph run model.onnx --input x=batch.npy",
+        "ngraph run model.onnx --input ids=ids.npy --input mask=mask.npy --output out.npz",
+    ], run_onnx)
+    add_run_arguments(run)
     return parser
 
 

@@ -1,0 +1,1 @@
+"""Frontend connectors: other frameworks' model formats read into (and written from) ngraph graphs."""

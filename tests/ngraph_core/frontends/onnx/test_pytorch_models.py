@@ -1,0 +1,97 @@
+"""Models exported from PyTorch (``torch.onnx.export``, opset 17, dynamic batch) import and match PyTorch.
+
+The three hand-built models of ``benchmarks/onnx_models.py`` (ResNet-18 on 32x32 images, an
+LSTM classifier, an MLP) are exported once per module, imported with ``import_model`` at
+batch 1 and 4 (the exporter's dynamic dim ``N`` set by ``dims``), and their outputs compared
+with PyTorch's (1e-4) and onnxruntime's on the same file.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+
+from ngraph_core.frontends.onnx import import_model  # noqa: E402
+
+MODELS_FILE = Path(__file__).resolve().parents[4] / "benchmarks" / "onnx_models.py"
+TOLERANCE = 1e-4
+
+
+def _load_models_module():
+    spec = importlib.util.spec_from_file_location("onnx_models", MODELS_FILE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+zoo = _load_models_module()
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[str, object]]:
+    """Each model name -> (its exported ONNX file, the torch model it came from)."""
+    folder = tmp_path_factory.mktemp("pytorch_onnx")
+    result = {}
+    for name in zoo.MODELS:
+        model = zoo.build_torch_model(name)
+        result[name] = (zoo.export_onnx(name, folder / f"{name}.onnx", model=model), model)
+    return result
+
+
+@pytest.mark.parametrize("batch", [1, 4])
+@pytest.mark.parametrize("name", zoo.MODELS)
+def test_imported_model_matches_pytorch(exported, name: str, batch: int):
+    path, model = exported[name]
+    x = zoo.sample_input(name, batch)
+    expected = zoo.torch_forward(model, x)
+    imported = import_model(path, dims={"N": batch})
+    (y,) = imported.run({"x": x})
+    assert y.shape == expected.shape == (batch, zoo.CLASSES)
+    assert y.dtype == np.float32
+    np.testing.assert_allclose(y, expected, rtol=0, atol=TOLERANCE)
+    assert np.abs(expected).max() > 10 * TOLERANCE  # the comparison is not between near-zero outputs
+
+
+@pytest.mark.parametrize("name", zoo.MODELS)
+def test_imported_model_matches_onnxruntime(exported, name: str):
+    path, _ = exported[name]
+    x = zoo.sample_input(name, 3, seed=7)
+    session = ort.InferenceSession(Path(path).read_bytes(), providers=["CPUExecutionProvider"])
+    (theirs,) = session.run(None, {"x": x})
+    (ours,) = import_model(path, dims={"N": 3}).run({"x": x})
+    np.testing.assert_allclose(ours, theirs, rtol=0, atol=TOLERANCE)
+
+
+def test_dynamic_batch_dim_becomes_the_named_axis(exported):
+    imported = import_model(exported["mlp"][0], dims={"N": 5})
+    (x,) = imported.inputs
+    assert [(a.name, a.length) for a in x.axes] == [("N", 5), (x.axes[1].name, 784)]
+    assert imported.outputs[0].axes.lengths == (5, zoo.CLASSES)
+    assert imported.dims == {"N": 5}
+
+
+def test_resnet18_keeps_its_layers_and_weights(exported):
+    path, model = exported["resnet18"]
+    graph_ops = {n.op_type for n in onnx.load(path).graph.node}
+    assert {"Conv", "BatchNormalization", "MaxPool", "GlobalAveragePool", "Gemm", "Add"} <= graph_ops
+    imported = import_model(path, dims={"N": 1})
+    convs = [m for m in model.modules() if isinstance(m, torch.nn.Conv2d)]
+    assert len(convs) == 20  # stem + 16 block convs + 3 projection shortcuts
+    assert len(imported.select("Conv variable")) == len(convs)  # one weight each (bias=False)
+    n_params = sum(int(np.prod(v.axes.lengths)) for v in imported.variables)
+    batch_norm_stats = sum(2 * m.num_features for m in model.modules() if isinstance(m, torch.nn.BatchNorm2d))
+    assert n_params == sum(p.numel() for p in model.parameters()) + batch_norm_stats
+
+
+def test_lstm_weights_are_trainable_variables(exported):
+    path, model = exported["lstm"]
+    imported = import_model(path, dims={"N": 2})
+    n_params = sum(int(np.prod(v.axes.lengths)) for v in imported.variables)
+    assert n_params == sum(p.numel() for p in model.parameters())
