@@ -171,7 +171,9 @@ def test_generated_source_holds_only_generated_names():
         f = t.computation(y, x)
     (op,) = [op for op in f.graph.order if op.op is OpType.FUSED]
     source = compiled.generate_source(op.arg, "float32", ["a"], 1)
-    assert source is not None and "secret" not in source and "T(2.0)" in source and "math.tanh(" in source
+    assert source is not None and "secret" not in source and "T(2.0)" in source and "_tanh(" in source
+    source64 = compiled.generate_source(op.arg, "float64", ["a"], 1)
+    assert source64 is not None and "math.tanh(" in source64 and "_tanh" not in source64  # float64: libm
     assert compiled.generate_source(op.arg, "int32", ["a"], 1) is None  # integer outputs: NumPy's kernel
 
 
@@ -194,9 +196,16 @@ def test_an_unsupported_program_falls_back_to_numpy(monkeypatch):
 def test_programs_with_libm_steps_stay_on_numpy_by_default(monkeypatch):
     monkeypatch.setattr(compiled, "COMPILE_LIBM_STEPS", False)
     x = ng.placeholder([H, E])
-    ref, got, n_compiled = run_both(monkeypatch, lambda: ([ng.tanh(x * 2.0 + 1.0)], [x]), [data("float32", 7)])
-    assert n_compiled == 0
+    ref, got, n_compiled = run_both(monkeypatch, lambda: ([ng.log(x * 2.0 + 100.0)], [x]), [data("float32", 7)])
+    assert n_compiled == 0  # log: one libm call per element
     np.testing.assert_array_equal(got[0], ref[0])
+    x64 = ng.placeholder([H, E], dtype="float64")
+    ref, got, n_compiled = run_both(monkeypatch, lambda: ([ng.tanh(x64 * 2.0 + 1.0)], [x64]), [data("float64", 7)])
+    assert n_compiled == 0  # float64 keeps libm's tanh, on NumPy
+    np.testing.assert_array_equal(got[0], ref[0])
+    ref, got, n_compiled = run_both(monkeypatch, lambda: ([ng.tanh(x * 2.0 + 1.0)], [x]), [data("float32", 7)])
+    assert n_compiled == 1  # float32 tanh: the vectorized approximation
+    np.testing.assert_allclose(got[0], ref[0], rtol=1e-6, atol=1e-7)
     ref, got, n_compiled = run_both(monkeypatch, lambda: ([ng.relu(x * 2.0 + 1.0)], [x]), [data("float32", 7)])
     assert n_compiled == 1
     np.testing.assert_array_equal(got[0], ref[0])
@@ -258,3 +267,36 @@ def test_an_update_computed_in_place_into_its_variable(monkeypatch):
         want = np.maximum(np.maximum(start - np.float32(0.1) * grads, -1) - np.float32(0.1) * grads, -1)
         np.testing.assert_array_equal(t.read_variable(p), want)
     assert [k is not None for k in made] == [True]  # the compiled path ran
+
+
+EDGES32 = np.array([0.0, -0.0, 1e-30, -1e-30, 1e-8, -1e-8, 0.29999, 0.3, 0.30001, -0.3, 1.0, -1.0, 9.0, -9.0, 20.0,
+                    -20.0, 87.0, 88.72, 88.73, 89.0, 100.0, -87.3, -103.0, -103.97, -104.0, -150.0, np.inf, -np.inf,
+                    np.nan], dtype="float32")
+
+
+@pytest.mark.parametrize("kind", ["exp", "tanh", "sigmoid"])
+def test_float32_vector_math_matches_numpy(monkeypatch, kind):
+    """The vectorizable float32 exp/tanh/sigmoid: within 3e-7 relative (1e-30 absolute) of NumPy's float32
+    functions over a wide sweep, exact at the edges (0, -0, inf, -inf, NaN, overflow to inf, underflow to 0)."""
+    fn = {"exp": ng.exp, "tanh": ng.tanh, "sigmoid": ng.sigmoid}[kind]
+    ref_fn = {"exp": np.exp, "tanh": np.tanh, "sigmoid": lambda v: 1 / (1 + np.exp(-v.astype("float64")))}[kind]
+    sweep = np.random.default_rng(3).uniform(-110, 95, 20000).astype("float32")
+    small = np.random.default_rng(4).uniform(-1, 1, 5000).astype("float32")
+    values = np.concatenate([EDGES32, sweep, small])
+    X = ng.make_axis(values.size, name="X")
+
+    def build():
+        x, one = ng.placeholder([X]), ng.placeholder([X])
+        return [fn(x * one)], [x, one]  # x * 1: a program of two steps, exact
+
+    ref, got, n_compiled = run_both(monkeypatch, build, [values, np.ones_like(values)])
+    assert n_compiled == 1
+    with np.errstate(over="ignore"):
+        expected = np.asarray(ref_fn(values), dtype="float64")
+    g = got[0].astype("float64")
+    assert np.array_equal(np.isnan(g), np.isnan(expected))
+    finite = np.isfinite(expected)
+    assert np.array_equal(g[~finite & ~np.isnan(expected)], expected[~finite & ~np.isnan(expected)])
+    np.testing.assert_allclose(g[finite], expected[finite], rtol=3e-7, atol=1e-30 if kind == "exp" else 1e-37)
+    if kind == "tanh":  # odd, and exact at 0 with its sign
+        assert np.signbit(got[0][1]) and got[0][0] == 0
