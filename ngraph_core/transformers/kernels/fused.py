@@ -124,6 +124,21 @@ def fused(op: Op, kc: KernelContext) -> Kernel:
             o = out[s:e]
             _run(steps, lambda r: _value(r, values, o, block_temps, s, e), block_temps, o)
 
+    if len(blocks) == 1:  # one block (small tensors: a batch-1 layer): no block loop, no slicing per call
+        whole = [t[:rows] for t in temps[0]]
+        plan = [(fn, tuple((r[0], whole[r[1]] if r[0] == "t" else None if r[0] == "d" else r[1]) for r in refs),
+                 None if dest is None else whole[dest]) for fn, refs, dest in steps]
+
+        def single_block_kernel(out, *vs):
+            if head is not None:
+                head(out, vs[0], vs[1])
+            for fn, refs, dest in plan:
+                fn(out if dest is None else dest,
+                   *[v if tag in ("t", "c") else out if tag == "d" else vs[v] for tag, v in refs])
+            return out
+
+        return single_block_kernel
+
     def fused_kernel(out, *vs):
         if head is not None:
             head(out, vs[0], vs[1])

@@ -14,13 +14,19 @@ def broadcast(op: Op, kc: KernelContext) -> Kernel:
     unit_shape = tuple(a.length if a in x.axes else 1 for a in op.axes)
     needs_transpose = perm != tuple(range(len(perm)))
     needs_expand = len(x.axes) != len(op.axes)
+    # the view of the last input array: weights, constants and arena buffers are the same array objects
+    # every call, and a view follows its base's data (``broadcast_to`` costs ~3 us, a bias per layer)
+    last: list[tuple | None] = [None]
 
     def broadcast_kernel(v):
-        if needs_transpose:
-            v = v.transpose(perm)
+        seen = last[0]  # one tuple read: threads sharing the kernel never see half an update
+        if seen is not None and seen[0] is v:
+            return seen[1]
+        w = v.transpose(perm) if needs_transpose else v
         if needs_expand:
-            v = xp.broadcast_to(v.reshape(unit_shape), out_shape)
-        return v
+            w = xp.broadcast_to(w.reshape(unit_shape), out_shape)
+        last[0] = (v, w)
+        return w
 
     return broadcast_kernel
 
