@@ -25,7 +25,7 @@ from typing import Any
 
 import ngraph_core as ng
 
-from ..optimizers.base import OptimizerError, select_trainable
+from ..optimizers.base import OptimizerError, cost_gradients
 
 _OWN = frozenset({"optimizer", "bucket_mb", "average"})
 
@@ -95,15 +95,10 @@ class DistributedOptimizer:
         Raises:
             OptimizerError: a cost that is not a scalar op, items that are not variables.
         """
-        who = f"DistributedOptimizer({type(self.optimizer).__name__})"
-        if not isinstance(cost, ng.Op) or len(cost.axes) != 0:
-            got = f"axes {cost.axes}" if isinstance(cost, ng.Op) else type(cost).__name__
-            raise OptimizerError(f"{who}: expected a scalar cost op, received {got}; "
-                                 "hint: costs return the batch mean; reduce with ng.mean")
-        chosen = select_trainable(variables, who)
-        if not chosen:
+        found = cost_gradients(cost, variables, f"DistributedOptimizer({type(self.optimizer).__name__})")
+        if found is None:
             return ng.doall([cost])
-        grads = ng.gradients(cost, chosen)
+        grads, chosen = found
         reduced = self.reduce_gradients(grads)
         return self.optimizer.apply_gradients(list(zip(reduced, chosen, strict=True)), cost=cost)
 

@@ -107,6 +107,23 @@ def select_candidates(variables: Iterable[ng.Op]) -> list[ng.Op]:
     return chosen
 
 
+def cost_gradients(cost: Any, variables: Sequence[ng.Op], who: str) -> tuple[list[ng.Op], list[ng.Op]] | None:
+    """The gradients of a scalar ``cost`` for the trainable, non-frozen ``variables``, and those variables
+    (None when there are none): the first half of every optimizer's ``__call__``.
+
+    Raises:
+        OptimizerError: a cost that is not a scalar op, or items that are not variables.
+    """
+    if not isinstance(cost, ng.Op) or len(cost.axes) != 0:
+        got = f"axes {cost.axes}" if isinstance(cost, ng.Op) else type(cost).__name__
+        raise OptimizerError(f"{who}: expected a scalar cost op, received {got}; "
+                             "hint: costs return the batch mean; reduce with ng.mean")
+    chosen = select_trainable(variables, who)
+    if not chosen:
+        return None
+    return ng.gradients(cost, chosen), chosen
+
+
 class _Grouped(type):
     """Takes every optimizer's keyword ``groups`` and applies it once the most derived ``__init__``
     has run, so the groups are checked against the finished optimizer (its rule's own
@@ -372,16 +389,10 @@ class Optimizer(metaclass=_Grouped):
         Raises:
             OptimizerError: a cost that is not a scalar op, or items that are not variables.
         """
-        who = type(self).__name__
-        if not isinstance(cost, ng.Op) or len(cost.axes) != 0:
-            got = f"axes {cost.axes}" if isinstance(cost, ng.Op) else type(cost).__name__
-            raise OptimizerError(f"{who}: expected a scalar cost op, received {got}; "
-                                 "hint: costs return the batch mean; reduce with ng.mean")
-        chosen = select_trainable(variables, who)
-        if not chosen:
+        found = cost_gradients(cost, variables, type(self).__name__)
+        if found is None:
             return ng.doall([cost])
-        grads = ng.gradients(cost, chosen)
-        return self.apply_gradients(list(zip(grads, chosen)), cost=cost)
+        return self.apply_gradients(list(zip(*found)), cost=cost)
 
     def apply_gradients(self, grads_and_vars: Sequence[tuple[ng.Op, ng.Op]], cost: ng.Op | None = None) -> ng.Op:
         """One op applying this rule to given ``(gradient, variable)`` pairs (clipping and decay included).

@@ -183,3 +183,32 @@ def decode_value(data: Any, where: str) -> bool | int | float | np.ndarray:
         raise fail(where, 'one of {"bool": b}, {"int": i}, {"float": x}, {"array": {...}}', data)
     ((kind, body),) = data.items()
     return _VALUE_DECODERS[kind](body, where)
+
+
+class CompilerMadeArg:
+    """The codec half of the args of compiler-made ops (``fused``, ``allreduce_start``/``allreduce_wait``):
+    such ops exist only in compiled graphs, so they are never written and no document may hold one.
+
+    A subclass names, in ``USER_OPS``, ops a user graph could hold instead (for the error message).
+    """
+
+    USER_OPS = "'add' or 'dot'"
+
+    @staticmethod
+    def to_json(op: Any, ctx: Any) -> Any:
+        """Always raises: compiler-made ops are not part of the graph format.
+
+        Raises:
+            SerializationError: always; serialize the graph before compiling it.
+        """
+        raise fail("serialize", "ops of a user graph", op.op.value, "hint: serialize the graph before compiling it")
+
+    @classmethod
+    def from_json(cls, data: Any, ctx: Any, where: str) -> Any:
+        """Always raises: no document holds a compiler-made op.
+
+        Raises:
+            SerializationError: always.
+        """
+        raise fail(where, f"an op name of a user graph such as {cls.USER_OPS} (not a compiler-made op)", data,
+                   "hint: serialize graphs before compiling them")

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import AxesError, DTypeError
 from .axes import Axes, Axis, format_axes
-from .codec import check_keys, check_type, fail, wrong_arg
+from .codec import CompilerMadeArg, check_keys, check_type, fail, wrong_arg
 
 if TYPE_CHECKING:
     from .args import CodecContext
@@ -106,7 +106,7 @@ class RootRank:
 
 
 @dataclass(frozen=True)
-class BucketArg:
+class BucketArg(CompilerMadeArg):
     """``arg`` of the compiler-made ``allreduce_start`` and ``allreduce_wait``.
 
     Attributes:
@@ -117,6 +117,7 @@ class BucketArg:
 
     reduction: str
     index: int
+    USER_OPS = "'allreduce'"
 
     def __repr__(self) -> str:
         return f"{self.reduction} bucket={self.index}"
@@ -126,25 +127,6 @@ class BucketArg:
         """A message when ``op.arg`` is not a BucketArg, else None."""
         ok = isinstance(op.arg, BucketArg) and op.arg.reduction in REDUCTIONS and _is_int(op.arg.index)
         return None if ok else wrong_arg(op, "a BucketArg(reduction, index) (made by the bucket_allreduce pass)")
-
-    @staticmethod
-    def to_json(op: Op, ctx: CodecContext) -> Any:
-        """Always raises: compiler-made ops are not part of the graph format.
-
-        Raises:
-            SerializationError: always; serialize the graph before compiling it.
-        """
-        raise fail("serialize", "ops of a user graph", op.op.value, "hint: serialize the graph before compiling it")
-
-    @staticmethod
-    def from_json(data: Any, ctx: CodecContext, where: str) -> BucketArg:
-        """Always raises: no document holds a compiler-made op.
-
-        Raises:
-            SerializationError: always.
-        """
-        raise fail(where, "an op name of a user graph such as 'allreduce' (not a compiler-made op)", data,
-                   "hint: serialize graphs before compiling them")
 
 
 # -- inference -------------------------------------------------------------------------------------

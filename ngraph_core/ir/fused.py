@@ -16,21 +16,20 @@ The last step is the op's value. Programs are hashable, so equal fusions hash-co
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from .codec import fail, wrong_arg
+from .codec import CompilerMadeArg, wrong_arg
 from .conv import ConvArg
 from .ops import OpType
 
 if TYPE_CHECKING:
-    from .args import CodecContext
     from .node import Op
 
 Ref = tuple
 
 
 @dataclass(frozen=True)
-class FusedProgram:
+class FusedProgram(CompilerMadeArg):
     """A fused element-wise program (see the module docstring).
 
     Attributes:
@@ -65,25 +64,6 @@ class FusedProgram:
     def check(op: Op) -> str | None:
         """A message when ``op.arg`` is not a FusedProgram, else None."""
         return None if isinstance(op.arg, FusedProgram) else wrong_arg(op, "a FusedProgram")
-
-    @staticmethod
-    def to_json(op: Op, ctx: CodecContext) -> Any:
-        """Always raises: compiler-made ops are not part of the graph format.
-
-        Raises:
-            SerializationError: always; serialize the graph before compiling it.
-        """
-        raise fail("serialize", "ops of a user graph", op.op.value, "hint: serialize the graph before compiling it")
-
-    @staticmethod
-    def from_json(data: Any, ctx: CodecContext, where: str) -> FusedProgram:
-        """Always raises: no document holds a compiler-made op.
-
-        Raises:
-            SerializationError: always.
-        """
-        raise fail(where, "an op name of a user graph such as 'add' or 'dot' (not a compiler-made op)", "fused",
-                   "hint: serialize graphs before compiling them")
 
 
 def _ref_text(ref: Ref, texts: list[str], head: str | None) -> str:
