@@ -30,6 +30,15 @@ from .importer import ImportedModel, build_model, load_model
 MAX_RETRIES = 8  # re-imports for inputs found to be needed statically, one or more each time
 
 
+def _tensor(name: str, value: Any) -> np.ndarray:
+    """``value`` as an array, or ``OnnxError`` for a sequence or an absent optional (tensors only)."""
+    if value is None or isinstance(value, (list, tuple)):
+        kind = "an absent optional" if value is None else f"a sequence of {len(value)}"
+        raise OnnxError(f"run: input {name!r} is {kind}; only tensor inputs are supported (sequences and "
+                        "optionals are not)")
+    return np.asarray(value)
+
+
 class NgraphBackendRep(BackendRep):
     """A prepared model: compiles on first ``run`` for each input signature.
 
@@ -79,12 +88,12 @@ class NgraphBackendRep(BackendRep):
         if isinstance(inputs, np.ndarray) or not isinstance(inputs, (Sequence, Mapping)):
             inputs = [inputs]
         if isinstance(inputs, Mapping):
-            arrays = {n: np.asarray(inputs[n]) for n in self.input_names if n in inputs}
+            arrays = {n: _tensor(n, inputs[n]) for n in self.input_names if n in inputs}
         else:
             if len(inputs) > len(self.input_names):
                 raise OnnxError(f"run: expected at most {len(self.input_names)} inputs ({self.input_names}), "
                                 f"received {len(inputs)}")
-            arrays = {n: np.asarray(v) for n, v in zip(self.input_names, inputs)}
+            arrays = {n: _tensor(n, v) for n, v in zip(self.input_names, inputs)}
         imported, fn = self._compiled(arrays)
         values = [arrays[n] for n in imported.input_names]
         result = fn(*values) if values or imported.outputs else ()

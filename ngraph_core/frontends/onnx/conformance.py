@@ -42,31 +42,45 @@ def case_names(patterns: Sequence[str] = ("*",)) -> list[str]:
     return [n for n in names if any(fnmatch.fnmatchcase(n, p) for p in patterns)]
 
 
-def _read(path: str) -> Any:
+def _read(path: str, type_proto: Any = None) -> Any:
+    """One ``.pb`` of a data set, parsed as the model declares the value (tensor, sequence or optional),
+    as the official runner does."""
     import onnx
     from onnx import numpy_helper
 
-    data = open(path, "rb").read()
+    with open(path, "rb") as f:
+        data = f.read()
+    kind = type_proto.WhichOneof("value") if type_proto is not None else "tensor_type"
+    if kind == "sequence_type":
+        proto = onnx.SequenceProto()
+        proto.ParseFromString(data)
+        return numpy_helper.to_list(proto)
+    if kind == "optional_type":
+        proto = onnx.OptionalProto()
+        proto.ParseFromString(data)
+        return numpy_helper.to_optional(proto)
     tensor = onnx.TensorProto()
     tensor.ParseFromString(data)
-    if tensor.data_type or tensor.dims:
-        return numpy_helper.to_array(tensor)
-    for proto_type, convert in ((onnx.SequenceProto, numpy_helper.to_list),
-                                (onnx.OptionalProto, numpy_helper.to_optional)):
-        proto = proto_type()
-        proto.ParseFromString(data)
-        return convert(proto)
     return numpy_helper.to_array(tensor)
 
 
-def data_sets(case_dir: str) -> Iterator[tuple[list[Any], list[Any]]]:
-    """Each ``test_data_set_*`` of a case as (inputs, expected outputs)."""
+def _numbered(data_dir: str, prefix: str) -> list[str]:
+    return sorted(glob.glob(os.path.join(data_dir, f"{prefix}_*.pb")), key=lambda p: int(p.rsplit("_", 1)[1][:-3]))
+
+
+def data_sets(case_dir: str, model: Any = None) -> Iterator[tuple[list[Any], list[Any]]]:
+    """Each ``test_data_set_*`` of a case as (inputs, expected outputs); ``model`` (the case's
+    ``ModelProto``) says how each value is stored."""
+    inputs_types: list[Any] = []
+    outputs_types: list[Any] = []
+    if model is not None:
+        initializers = {t.name for t in model.graph.initializer}
+        inputs_types = [v.type for v in model.graph.input if v.name not in initializers]
+        outputs_types = [v.type for v in model.graph.output]
     for data_dir in sorted(glob.glob(os.path.join(case_dir, "test_data_set_*"))):
-        inputs = [_read(p) for p in sorted(glob.glob(os.path.join(data_dir, "input_*.pb")),
-                                           key=lambda p: int(p.rsplit("_", 1)[1][:-3]))]
-        outputs = [_read(p) for p in sorted(glob.glob(os.path.join(data_dir, "output_*.pb")),
-                                            key=lambda p: int(p.rsplit("_", 1)[1][:-3]))]
-        yield inputs, outputs
+        ins, outs = _numbered(data_dir, "input"), _numbered(data_dir, "output")
+        yield ([_read(p, inputs_types[i] if i < len(inputs_types) else None) for i, p in enumerate(ins)],
+               [_read(p, outputs_types[i] if i < len(outputs_types) else None) for i, p in enumerate(outs)])
 
 
 def compare(expected: Sequence[Any], got: Sequence[Any]) -> str | None:
@@ -104,7 +118,7 @@ def run_case(name: str, backend: Any) -> tuple[str, str]:
     try:
         model = onnx.load(os.path.join(case_dir, "model.onnx"))
         rep = backend.prepare(model, "CPU")
-        for inputs, expected in data_sets(case_dir):
+        for inputs, expected in data_sets(case_dir, model):
             problem = compare(expected, list(rep.run(inputs)))
             if problem:
                 return "fail", problem

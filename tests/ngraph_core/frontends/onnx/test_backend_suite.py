@@ -79,3 +79,15 @@ for _case in _cases.values():  # keep only the included tests (the runner skips 
         if getattr(getattr(_case, _attr), "__unittest_skip__", False):
             delattr(_case, _attr)
 globals().update({name: case for name, case in _cases.items() if any(a.startswith("test_") for a in vars(case))})
+
+
+def test_the_counting_runner_reads_sequence_and_optional_data_as_declared():
+    """``conformance.run_case`` parses each data file as the model declares the value (as the official
+    runner does): onnxruntime passes a sequence case and an optional case, and ours refuses them clearly."""
+    ort_backend = pytest.importorskip("onnxruntime.backend")
+    from ngraph_core.frontends.onnx.conformance import run_case
+
+    for case in ("test_sequence_insert_at_back", "test_optional_has_element_optional_input"):
+        assert run_case(case, ort_backend) == ("pass", "")
+        status, detail = run_case(case, backend)
+        assert status == "error" and "OnnxError" in detail and ("sequence" in detail or "optional" in detail), detail
