@@ -9,8 +9,10 @@ For each ``FusedProgram`` this module generates the source of one
 ``@njit(cache=True)`` function that walks the output once and evaluates every step of the
 program per element, with no temporaries. Steps compute in the op's dtype exactly as the NumPy
 step functions do (each step's value is rounded to the dtype; comparisons give 0/1; sigmoid is
-``1 / (1 + exp(min(-x, L)))`` with ``L = floor(log(max of dtype))``), so arithmetic agrees
-bit for bit and transcendental functions to within the libm's last-place differences.
+``1 / (1 + exp(min(-x, L)))`` with ``L = floor(log(max of dtype))``, which agrees with NumPy's
+uncapped form except below the normal range, where both give at most twice the smallest normal),
+so arithmetic agrees bit for bit and transcendental functions to within the libm's last-place
+differences.
 
 Caching: compiled functions are kept in-process by the program's canonical text, and on disk by
 numba's own cache: the generated source is written (once, atomically) to

@@ -11,7 +11,6 @@ integers), so only ``elementwise`` reads their arg.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import Any
 
@@ -40,20 +39,20 @@ def step_function(xp: Any, kind: OpType) -> Callable[..., Any]:
     if kind is OpType.RELU:
         return lambda o, x: xp.maximum(x, 0, out=o)
     if kind is OpType.SIGMOID:
-        limits: dict[Any, float] = {}  # dtype -> the largest t whose exp(t) is finite
+        errstate = getattr(xp, "errstate", None)
 
         def sigmoid(o, x):
-            # 1 / (1 + exp(-x)), with -x capped where exp stays finite (88 for float32): full
-            # relative precision wherever the result is a normal number (x > -87 in float32),
-            # below that the smallest normal-range value instead of a denormal; no overflow
-            # warnings. Five SIMD passes, no temporaries (three times faster than an exp(-|x|)
-            # form with a masked multiply). x is read by the first pass only: o may be x's buffer.
-            limit = limits.get(o.dtype)
-            if limit is None:
-                limit = limits[o.dtype] = math.floor(math.log(float(xp.finfo(o.dtype).max)))
+            # 1 / (1 + exp(-x)): full relative precision wherever the result is a normal number (x > -87
+            # in float32); below, exp(-x) reaches inf and the result 0 or a denormal (at most 2x the
+            # smallest normal), with the overflow flag ignored. Four SIMD passes, no temporaries: a cap on
+            # -x (np.minimum with a scalar runs unvectorized: 4 us on 8K floats, the exp 5 us) cost a
+            # quarter more. x is read by the first pass only: o may be x's buffer.
             xp.negative(x, out=o)
-            xp.minimum(o, limit, out=o)
-            xp.exp(o, out=o)
+            if errstate is not None:
+                with errstate(over="ignore"):
+                    xp.exp(o, out=o)
+            else:
+                xp.exp(o, out=o)
             xp.add(o, 1.0, out=o)
             xp.reciprocal(o, out=o)
             return o
