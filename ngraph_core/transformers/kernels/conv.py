@@ -123,14 +123,24 @@ class Im2col:
         self.order = (0, *range(rank + 2, 2 * rank + 2), *range(1, rank + 1), rank + 1)
         self.first_out = 1 + rank  # the position of the first output axis in (C, *F, *out, N)
         self.sliding_window_view = xp.lib.stride_tricks.sliding_window_view
+        self._last: tuple[Any, Any] | None = None  # (source array, its window view)
 
     def windows(self, x: Any, buffers: list[Any]) -> Any:
-        """``x`` (padded, in internal layout) as a strided ``(C, *F, *out, N)`` view (``buffers``: per ``specs``)."""
+        """``x`` (padded, in internal layout) as a strided ``(C, *F, *out, N)`` view (``buffers``: per ``specs``).
+
+        The view of the last source array is kept: the padded copy is the same workspace array every
+        call (and an unpadded input usually the same arena view), and ``sliding_window_view`` costs
+        ~30 us of Python per call (a fifth of a batch-1 ResNet-18's time), while a view follows its data.
+        """
         source = self.pad(self.xp, buffers[0], x.transpose(self.perm)) if self.copy_in else x
         if self.pointwise:
             return source
-        view = self.sliding_window_view(source, self.window, axis=self.window_axes)
-        return view[self.index].transpose(self.order)
+        last = self._last  # one read: threads sharing the kernel never see half an update
+        if last is not None and last[0] is source:
+            return last[1]
+        view = self.sliding_window_view(source, self.window, axis=self.window_axes)[self.index].transpose(self.order)
+        self._last = (source, view)
+        return view
 
     def block(self, windows: Any, start: int, stop: int, buffers: list[Any]) -> Any:
         """The ``(C * prod(F), positions)`` col matrix of output rows ``start:stop``."""
