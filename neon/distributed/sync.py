@@ -92,7 +92,7 @@ def broadcast_variables(model_or_variables: Any, transformer: Any = None, root: 
                                    "transformer that runs them, or the model")
     if comm.size == 1 or not variables:
         return len(variables)
-    shapes = [(tuple(a.length for a in v.axes), np.dtype(v.dtype).str) for v in variables]
+    shapes = [[[a.length for a in v.axes], np.dtype(v.dtype).str] for v in variables]  # JSON-shaped
     if comm.allgather_object(shapes) != [shapes] * comm.size:
         raise DistributedError(f"broadcast_variables: the ranks hold different variables (rank {comm.rank}: "
                                f"{len(shapes)} variables); expected the same model on every rank; hint: build the "

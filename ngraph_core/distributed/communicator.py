@@ -17,8 +17,8 @@ MPICH a progress thread that overlaps communication with computation fully.
 
 from __future__ import annotations
 
+import json
 import os
-import pickle
 import sys
 import time
 from collections.abc import Callable
@@ -33,6 +33,21 @@ DEFAULT_TIMEOUT = 120.0
 OPS = ("sum", "mean", "max", "min")
 _SPIN_SECONDS = 0.05  # busy-poll this long before sleeping: MPI progresses a collective only inside MPI calls
 _MAX_SLEEP = 2e-4  # then the polling back-off's ceiling, in seconds (long sleeps stall the transfer)
+
+
+def _to_json(obj: Any, rank: int) -> str:
+    """``obj`` as JSON text (NumPy scalars and arrays as plain numbers and lists), for ``allgather_object``."""
+    def plain(value: Any) -> Any:
+        if isinstance(value, (np.generic, np.ndarray)):
+            return value.tolist()
+        raise TypeError(type(value).__name__)
+
+    try:
+        return json.dumps(obj, default=plain)
+    except (TypeError, ValueError) as exc:
+        raise DistributedError(f"allgather_object on rank {rank}: expected JSON-like values (None, bool, numbers, "
+                               f"str, lists, dicts with str keys), received one holding {exc}; hint: send plain "
+                               "numbers and names, not objects") from None
 
 
 def default_timeout() -> float:
@@ -175,7 +190,15 @@ class Communicator:
         raise NotImplementedError
 
     def allgather_object(self, obj: Any) -> list[Any]:
-        """Every rank's ``obj`` (small Python objects: metric dicts), in rank order, on every rank."""
+        """Every rank's ``obj``, in rank order, on every rank.
+
+        ``obj`` travels as JSON (never pickled: nothing received is executed), so it must be made of
+        None, bools, numbers (NumPy scalars included), strings, lists, tuples and dicts with string
+        keys; it comes back as JSON reads it (tuples as lists), on a world of one too.
+
+        Raises:
+            DistributedError: ``obj`` holds something else.
+        """
         raise NotImplementedError
 
     def abort(self, code: int = 1) -> None:
@@ -236,7 +259,7 @@ class LocalCommunicator(Communicator):
         return None
 
     def allgather_object(self, obj: Any) -> list[Any]:
-        return [obj]
+        return [json.loads(_to_json(obj, self.rank))]
 
     def abort(self, code: int = 1) -> None:
         sys.stdout.flush()
@@ -282,7 +305,7 @@ class MPICommunicator(Communicator):
         Request("barrier", self.comm.Ibarrier().Test, self).wait()
 
     def allgather_object(self, obj: Any) -> list[Any]:
-        data = np.frombuffer(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL), dtype=np.uint8)
+        data = np.frombuffer(_to_json(obj, self.rank).encode("utf-8"), dtype=np.uint8)
         lengths = np.zeros(self.size, dtype=np.int64)
         req = self.comm.Iallgather(np.array([data.size], dtype=np.int64), lengths)
         Request("allgather_object (sizes)", req.Test, self).wait()
@@ -290,8 +313,7 @@ class MPICommunicator(Communicator):
         gathered = np.empty(int(lengths.sum()), dtype=np.uint8)
         req = self.comm.Iallgatherv(data, [gathered, lengths, offsets, self.MPI.BYTE])
         Request(f"allgather_object ({int(lengths.sum())} bytes)", req.Test, self).wait()
-        # pickles from our own ranks of one run (the same program): trusted by construction
-        return [pickle.loads(gathered[o:o + n].tobytes()) for o, n in zip(offsets, lengths)]  # noqa: S301
+        return [json.loads(gathered[o:o + n].tobytes().decode("utf-8")) for o, n in zip(offsets, lengths)]
 
     def abort(self, code: int = 1) -> None:
         sys.stdout.flush()

@@ -45,7 +45,7 @@ def step_function(xp: Any, kind: OpType) -> Callable[..., Any]:
             # 1 / (1 + exp(-x)): full relative precision wherever the result is a normal number (x > -87
             # in float32); below, exp(-x) reaches inf and the result 0 or a denormal (at most 2x the
             # smallest normal), with the overflow flag ignored. Four SIMD passes, no temporaries: a cap on
-            # -x (np.minimum with a scalar runs unvectorized: 4 us on 8K floats, the exp 5 us) cost a
+            # -x (xp.minimum with a scalar runs unvectorized in NumPy: 4 us on 8K floats, exp 5 us) cost a
             # quarter more. x is read by the first pass only: o may be x's buffer.
             xp.negative(x, out=o)
             if errstate is not None:

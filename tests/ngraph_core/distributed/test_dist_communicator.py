@@ -27,6 +27,16 @@ def test_local_world_is_identity() -> None:
     assert comm.allgather_object({"loss": 1.5}) == [{"loss": 1.5}]
 
 
+def test_allgather_object_is_json_never_pickle() -> None:
+    comm = LocalCommunicator()
+    # as JSON reads it, the same on one rank as on many: tuples as lists, NumPy scalars as numbers
+    assert comm.allgather_object({"shape": (2, 3), "seed": np.int64(7), "w": np.float32(0.5)}) == \
+        [{"shape": [2, 3], "seed": 7, "w": 0.5}]
+    for bad in (object(), {1.5j}, {"f": lambda: 0}):
+        with pytest.raises(ng.DistributedError, match="JSON-like values"):
+            comm.allgather_object(bad)
+
+
 def test_current_without_init_is_a_local_world(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(world._state, "current", None)
     assert isinstance(ng.distributed.current(), LocalCommunicator)
