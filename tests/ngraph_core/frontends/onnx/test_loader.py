@@ -213,3 +213,23 @@ def test_the_conv_model_imports_and_matches_onnxruntime():
 @given(mutated(CONV))
 def test_mutated_conv_model_gives_a_model_or_a_typed_error(data):
     import_or_typed_error(data)
+
+
+@pytest.mark.parametrize("evil", ["a\nimport os; os._exit(3)", 'q"uote\'s', "nul\x00byte", "x\u202eevil"])
+def test_hostile_names_never_reach_generated_code(evil):
+    """Node, input, output, initializer and dim names with a newline, quotes, NUL or a bidi mark import and
+    run; the compiled plan's source holds none of those characters raw."""
+    x = helper.make_tensor_value_info(evil + "in", TensorProto.FLOAT, [evil + "N", 3])
+    y = helper.make_tensor_value_info(evil + "out", TensorProto.FLOAT, [evil + "N", 2])
+    w = numpy_helper.from_array(np.arange(6, dtype=np.float32).reshape(3, 2), evil + "W")
+    nodes = [helper.make_node("MatMul", [evil + "in", evil + "W"], [evil + "h"], name=evil + "fc"),
+             helper.make_node("Relu", [evil + "h"], [evil + "out"], name=evil)]
+    model = helper.make_model(helper.make_graph(nodes, evil, [x], [y], [w]),
+                              opset_imports=[helper.make_opsetid("", 17)])
+    imported = import_model(model.SerializeToString(), dims={evil + "N": 2})
+    (out,) = imported.run([np.array([[1, 0, 0], [0, 1, -1]], np.float32)])
+    np.testing.assert_array_equal(out, [[0, 1], [0, 0]])
+    source = imported.computation().source
+    for ch in ("\x00", "\u202e"):
+        assert ch not in source
+    assert all(not line.lstrip().startswith("import os") for line in source.splitlines())
