@@ -39,7 +39,6 @@ from ...ir import Axes, Op
 from .errors import OnnxError
 from .ops_control import run_graph
 from .ops_conv import concat_dim
-from .ops_nn import matmul_op
 from .registry import converter
 from .tensor import shape_of
 
@@ -125,7 +124,7 @@ def attention(ctx, node, inputs):
     k, v = repeat_heads(ctx, k, heads // k.axes.lengths[1]), repeat_heads(ctx, v, heads // v.axes.lengths[1])
     scale = float(node.attr("scale", 0.0)) or 1.0 / math.sqrt(head_size)
     root = ng.constant(math.sqrt(scale), dtype=compute)
-    scores = matmul_op(ctx, q * root, ctx.transpose(k * root, [0, 1, 3, 2]))
+    scores = ctx.matmul(q * root, ctx.transpose(k * root, [0, 1, 3, 2]))
     mode = int(node.attr("qk_matmul_output_mode", 0))
     qk_out = scores
     softcap = float(node.attr("softcap", 0.0))
@@ -145,7 +144,7 @@ def attention(ctx, node, inputs):
     probs = ng.cast(probs, compute) if precision != compute else probs
     if mode == 3:
         qk_out = probs
-    y = matmul_op(ctx, probs, v)
+    y = ctx.matmul(probs, v)
     if three_d:
         y = ctx.reshape(ctx.transpose(y, [0, 2, 1, 3]), [batch, s, heads * y.axes.lengths[3]])
     outputs = [y, present_k, present_v, qk_out][:max(1, len(node.outputs))]
@@ -289,11 +288,11 @@ def flex_attention(ctx, node, inputs):
     k, v = repeat_heads(ctx, k, heads // kv_heads), repeat_heads(ctx, v, heads // kv_heads)
     scale = float(node.attr("scale", 0.0)) or 1.0 / math.sqrt(q.axes.lengths[3])
     root = ng.constant(math.sqrt(scale), dtype=q.dtype)
-    scores = ng.cast(matmul_op(ctx, q * root, ctx.transpose(k * root, [0, 1, 3, 2])), precision)
+    scores = ng.cast(ctx.matmul(q * root, ctx.transpose(k * root, [0, 1, 3, 2])), precision)
     who = f"FlexAttention node {node.name!r}"
     if node.attr("score_mod", None) is not None:
         scores = ctx.as_op(run_graph(ctx, node.attrs["score_mod"], [scores], f"{who} score_mod")[0], precision)
     probs = ng.axes_with_order(ng.softmax(scores, normalization_axes=[scores.axes[3]]), scores.axes)
     if node.attr("prob_mod", None) is not None:
         probs = ctx.as_op(run_graph(ctx, node.attrs["prob_mod"], [probs], f"{who} prob_mod")[0], precision)
-    return ng.cast(matmul_op(ctx, probs, ctx.as_op(v, precision)), v.dtype)
+    return ng.cast(ctx.matmul(probs, ctx.as_op(v, precision)), v.dtype)

@@ -1,9 +1,9 @@
 """Converters: products and activations' normalizers (MatMul, Gemm, Softmax, LogSoftmax, Hardmax, Dropout).
 
-MatMul with a 2-D right operand (a linear layer on ``[batch..., M, K]``) reads the left
-operand as one ``[batch * M, K]`` matrix and makes a single ``ng.dot``; batched float
-operands on both sides (attention's ``Q K^T``) become one grouped 1x1 convolution (see
-``batched_matmul``); neither materializes the ``[batch, M, K, N]`` broadcast product.
+MatMul and Gemm go through ``ImportContext.matmul`` (``tensor.py``), which lowers the product:
+a 2-D right operand makes one ``ng.dot`` over ``[batch * M, K]``, batched float operands on both
+sides (attention's ``Q K^T``) one grouped 1x1 convolution; neither materializes the
+``[batch, M, K, N]`` broadcast product.
 
 Softmax-family axis semantics changed at opset 13: before, the input is coerced to 2-D
 at ``axis`` (the normalization runs over *every* dim from ``axis`` on, default 1); from
@@ -18,66 +18,15 @@ from __future__ import annotations
 import numpy as np
 
 from ... import api as ng
-from ...ir import Axes, Axis, Op
+from ...ir import Op
 from .errors import OnnxError
-from .ops_conv import BATCH, FLOATS
 from .registry import converter
 from .tensor import dtype_of, normalize_axis, shape_of
 
 
-def matmul_op(ctx, a, b) -> Op:
-    """NumPy's ``matmul`` of two values, lowered to the cheapest ngraph product.
-
-    * ``b`` 2-D: ``a`` read as one ``[batch * M, K]`` matrix, one ``ng.dot``;
-    * ``b`` batched, ``a`` a matrix or batched (float): a grouped 1x1 convolution, one group
-      per batch matrix (``batched_matmul``), never materializing the ``[batch, M, K, N]`` product;
-    * otherwise (vectors, integers): ``ctx.matmul``.
-
-    float16 operands are multiplied in float32 (as NumPy and onnxruntime accumulate) and the
-    product rounded back.
-
-    Raises:
-        OnnxError: inner dims that differ, or batch dims that do not broadcast.
-    """
-    a, b = ctx.as_op(a), ctx.as_op(b)
-    if a.dtype == "float16" and b.dtype == "float16":
-        return ng.cast(matmul_op(ctx, ng.cast(a, "float32"), ng.cast(b, "float32")), "float16")
-    if len(a.axes) >= 2 and len(b.axes) >= 2 and a.axes.lengths[-1] != b.axes.lengths[-2]:
-        raise OnnxError(f"matmul: inner dims differ: {tuple(a.axes.lengths)} @ {tuple(b.axes.lengths)}")
-    if len(b.axes) == 2 and len(a.axes) > 2:
-        lead, k = a.axes.lengths[:-1], a.axes.lengths[-1]
-        rows = ctx.reshape(a, [int(np.prod(lead)), k])
-        out = ng.dot(rows, ctx.rename(b, Axes([rows.axes[1], *ctx.fresh([b.axes.lengths[1]])])))
-        return ctx.reshape(out, [*lead, b.axes.lengths[1]])
-    if len(a.axes) >= 2 and len(b.axes) > 2 and a.dtype == b.dtype and a.dtype in FLOATS:
-        return batched_matmul(ctx, a, b)
-    return ctx.matmul(a, b)
-
-
-def batched_matmul(ctx, a: Op, b: Op) -> Op:
-    """``a [*batch, M, K] @ b [*batch, K, N]`` (batch dims broadcast) as one grouped 1x1 convolution.
-
-    With ``G`` batch matrices, the activation is ``a`` as ``[C = G * K, M, N = 1]`` and the
-    filter ``b`` as ``[K, 1, G * N]``: group ``g`` of the convolution multiplies the ``K``
-    channels of matrix ``g`` by the ``N`` filters of matrix ``g`` at every one of the ``M``
-    positions, which is ``a[g] @ b[g]``; the conv kernel runs it as one stacked GEMM.
-    """
-    batch = tuple(np.broadcast_shapes(tuple(a.axes.lengths[:-2]), tuple(b.axes.lengths[:-2])))
-    (m, k), n = a.axes.lengths[-2:], b.axes.lengths[-1]
-    a = ctx.expand(a, ctx.fresh([*batch, m, k])) if tuple(a.axes.lengths[:-2]) != batch else a
-    b = ctx.expand(b, ctx.fresh([*batch, k, n])) if tuple(b.axes.lengths[:-2]) != batch else b
-    groups = int(np.prod(batch))
-    x = ctx.reshape(ctx.transpose(ctx.reshape(a, [groups, m, k]), [0, 2, 1]), [groups * k, m, 1])
-    x = ctx.rename(x, Axes([*ctx.fresh([groups * k, m]), Axis(BATCH, 1)]))
-    w = ctx.reshape(ctx.transpose(ctx.reshape(b, [groups, k, n]), [1, 0, 2]), [k, 1, groups * n])
-    y = ng.convolution(x, w, groups=groups)  # [G * N, M, 1]
-    y = ctx.transpose(ctx.reshape(y, [groups, n, m]), [0, 2, 1])
-    return ctx.reshape(y, [*batch, m, n])
-
-
 @converter("MatMul", since=1)
 def matmul(ctx, node, inputs):
-    return matmul_op(ctx, *inputs)
+    return ctx.matmul(*inputs)
 
 
 @converter("MatMulInteger", since=10)
@@ -93,7 +42,7 @@ def matmul_integer(ctx, node, inputs):
         a = ng.subtract(*ctx.broadcast(a, zero))
     if b_zero is not None:
         b = ng.subtract(*ctx.broadcast(b, ctx.as_op(b_zero, "float64")))  # per column: the last dim
-    return ng.cast(matmul_op(ctx, a, b), "int32")
+    return ng.cast(ctx.matmul(a, b), "int32")
 
 
 @converter("Gemm", since=1)

@@ -18,7 +18,6 @@ from ... import api as ng
 from ...ir import Op
 from .errors import OnnxError
 from .ops_conv import convolve
-from .ops_nn import matmul_op
 from .registry import converter
 from .tensor import normalize_axis
 
@@ -128,7 +127,7 @@ def _multiplier(ctx, x_scale, w_scale, y_scale, channels_axis: int | None, rank:
 def qlinear_matmul(ctx, node, inputs):
     a, a_scale, a_zero, b, b_scale, b_zero, y_scale, y_zero = inputs
     dtype = ctx.as_op(y_zero).dtype if y_zero is not None else ctx.as_op(a).dtype
-    product = matmul_op(ctx, _centered(ctx, a, a_zero, len(ctx.as_op(a).axes) - 2), _centered(ctx, b, b_zero))
+    product = ctx.matmul(_centered(ctx, a, a_zero, len(ctx.as_op(a).axes) - 2), _centered(ctx, b, b_zero))
     scaled = ng.multiply(*ctx.broadcast(product, _multiplier(ctx, a_scale, b_scale, y_scale, None, 0)))
     return requantize(ctx, node, scaled, None if y_zero is None else ctx.as_op(y_zero, "float64"), dtype)
 

@@ -30,9 +30,11 @@ import numpy as np
 
 from ... import api as ng
 from ...ir import Axes, Axis, Op, OpType, make
+from ...ir.axes import BATCH_AXIS_NAME
 from .errors import OnnxError
 
 Value = Op | np.ndarray
+FLOATS = ("float16", "float32", "float64")
 
 
 def shape_of(v: Value) -> tuple[int, ...]:
@@ -142,10 +144,24 @@ class Positional:
         return out
 
     def matmul(self, a: Value, b: Value) -> Op:
-        """NumPy's ``matmul``: 1-D operands promoted and squeezed, leading dims broadcast."""
+        """NumPy's ``matmul`` (1-D operands promoted and squeezed, leading dims broadcast), lowered to the
+        cheapest ngraph product; none materializes the ``[batch, M, K, N]`` broadcast product but the
+        last, integer-only one.
+
+        * ``b`` 2-D: ``a`` read as one ``[batch * M, K]`` matrix, one ``ng.dot``;
+        * both batched (floats): one grouped 1x1 convolution, a group per batch matrix (``batched``);
+        * otherwise (integers with batch dims): ``a [.., M, K, 1] * b [.., 1, K, N]`` summed over K.
+
+        float16 operands multiply in float32 (as NumPy and onnxruntime accumulate), rounded back.
+
+        Raises:
+            OnnxError: a scalar operand, inner dims that differ, or batch dims that do not broadcast.
+        """
         a, b = self.as_op(a), self.as_op(b)
         if not a.axes or not b.axes:
             raise OnnxError("matmul: expected operands of rank >= 1, received a scalar")
+        if a.dtype == "float16" and b.dtype == "float16":
+            return ng.cast(self.matmul(ng.cast(a, "float32"), ng.cast(b, "float32")), "float16")
         squeeze_a, squeeze_b = len(a.axes) == 1, len(b.axes) == 1
         if squeeze_a:
             a = self.reshape(a, (1, a.axes[0].length))
@@ -154,12 +170,14 @@ class Positional:
         (m, k), (k2, n) = a.axes.lengths[-2:], b.axes.lengths[-2:]
         if k != k2:
             raise OnnxError(f"matmul: inner dims differ: {tuple(a.axes.lengths)} @ {tuple(b.axes.lengths)}")
-        batch = np.broadcast_shapes(tuple(a.axes.lengths[:-2]), tuple(b.axes.lengths[:-2]))
-        if not batch and len(a.axes) == 2 and len(b.axes) == 2:
-            contracted = a.axes[-1]
-            b = ng.cast_axes(b, Axes([contracted, *self.fresh([n])]))
-            out = ng.dot(a, b)
-        else:  # batched: a [.., M, K, 1] * b [.., 1, K, N] summed over K
+        lead = tuple(a.axes.lengths[:-1])
+        if len(b.axes) == 2:  # one matrix on the right: a as [batch * M, K], one dot
+            rows = self.reshape(a, [int(np.prod(lead)), k])
+            out = self.reshape(ng.dot(rows, ng.cast_axes(b, Axes([rows.axes[1], *self.fresh([n])]))), [*lead, n])
+        elif a.dtype == b.dtype and a.dtype in FLOATS:
+            out = self.batched(a, b)
+        else:  # integers: a [.., M, K, 1] * b [.., 1, K, N] summed over K
+            batch = np.broadcast_shapes(tuple(a.axes.lengths[:-2]), tuple(b.axes.lengths[:-2]))
             bt, (am, ak, bn) = self.fresh(batch), self.fresh((m, k, n))
             a4 = ng.broadcast(self.expand(a, bt + Axes([am, ak])), bt + Axes([am, ak, bn]))
             b4 = ng.broadcast(self.expand(b, bt + Axes([ak, bn])), bt + Axes([am, ak, bn]))
@@ -170,6 +188,30 @@ class Positional:
         if squeeze_a:
             shape.pop(-2 if not squeeze_b else -1)
         return self.reshape(out, shape)
+
+    def batched(self, a: Op, b: Op) -> Op:
+        """``a [*batch, M, K] @ b [*batch, K, N]`` (batch dims broadcast) as one grouped 1x1 convolution.
+
+        With ``G`` batch matrices, the activation is ``a`` as ``[C = G * K, M, N = 1]`` and the
+        filter ``b`` as ``[K, 1, G * N]``: group ``g`` of the convolution multiplies the ``K``
+        channels of matrix ``g`` by the ``N`` filters of matrix ``g`` at every one of the ``M``
+        positions, which is ``a[g] @ b[g]``; the conv kernel runs it as one stacked GEMM.
+        """
+        try:
+            batch = tuple(np.broadcast_shapes(tuple(a.axes.lengths[:-2]), tuple(b.axes.lengths[:-2])))
+        except ValueError:
+            raise OnnxError(f"matmul: batch dims of {tuple(a.axes.lengths)} and {tuple(b.axes.lengths)} do not "
+                            "broadcast") from None
+        (m, k), n = a.axes.lengths[-2:], b.axes.lengths[-1]
+        a = self.expand(a, self.fresh([*batch, m, k])) if tuple(a.axes.lengths[:-2]) != batch else a
+        b = self.expand(b, self.fresh([*batch, k, n])) if tuple(b.axes.lengths[:-2]) != batch else b
+        groups = int(np.prod(batch))
+        x = self.reshape(self.transpose(self.reshape(a, [groups, m, k]), [0, 2, 1]), [groups * k, m, 1])
+        x = ng.cast_axes(x, Axes([*self.fresh([groups * k, m]), Axis(BATCH_AXIS_NAME, 1)]))
+        w = self.reshape(self.transpose(self.reshape(b, [groups, k, n]), [1, 0, 2]), [k, 1, groups * n])
+        y = ng.convolution(x, w, groups=groups)  # [G * N, M, 1]
+        y = self.transpose(self.reshape(y, [groups, n, m]), [0, 2, 1])
+        return self.reshape(y, [*batch, m, n])
 
 
 def is_static(v: Any) -> bool:
