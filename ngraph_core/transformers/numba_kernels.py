@@ -31,8 +31,8 @@ than ``cast`` or the condition of ``where``, and OpTypes this generator does not
 on NumPy unless ``COMPILE_LIBM_STEPS`` is set: log/log1p/sin/cos/pow always, exp/tanh/sigmoid in
 float64. In float32, exp/tanh/sigmoid compile to vectorizable approximations (``VECTOR_MATH``:
 within 3e-7 relative of NumPy's, exact at 0, +-inf, NaN, overflow and underflow): a fused
-``sigmoid(a) * tanh(b) + exp(0.1 a)`` on 256x32 floats, one computation call, took 20 us against
-35 us on NumPy (2026-11-25, AMD EPYC, one core).
+``sigmoid(a) * tanh(b) + exp(0.1 a)`` on 256x32 floats, one computation call, took 19.6 us against
+28 us on NumPy (2026-11-25, AMD EPYC, one core; benchmarks/RESULTS.md).
 """
 
 from __future__ import annotations
