@@ -1,5 +1,32 @@
-"""Suite-wide settings: every compile in the tests verifies the graph after every pass (DESIGN §5)."""
+"""Suite-wide settings: every compile in the tests verifies the graph after every pass (DESIGN §5),
+and tests marked ``gpu`` skip, saying why, where the CuPy transformer cannot run."""
 
 import os
 
+import pytest
+
 os.environ.setdefault("NG_CHECK", "1")
+
+_gpu_reason: list[str | None] = []  # computed once: None when a GPU is usable
+
+
+def gpu_unavailable() -> str | None:
+    """Why the CuPy transformer cannot run here (no CuPy, no device, old driver), or None."""
+    if not _gpu_reason:
+        from ngraph_core.errors import BackendUnavailableError
+        from ngraph_core.transformers.cupy import load_cupy
+
+        try:
+            load_cupy()
+            _gpu_reason.append(None)
+        except BackendUnavailableError as exc:
+            _gpu_reason.append(str(exc))
+    return _gpu_reason[0]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    gpu_items = [item for item in items if item.get_closest_marker("gpu") is not None]
+    if gpu_items and (reason := gpu_unavailable()) is not None:
+        skip = pytest.mark.skip(reason=f"no GPU: {reason}")
+        for item in gpu_items:
+            item.add_marker(skip)
