@@ -301,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--exploration-fraction", type=float, default=0.1)
     parser.add_argument("--checkpoint-every", type=int, default=50_000)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--backend", choices=("numpy", "cupy"), default="numpy")
+    parser.add_argument("--backend", choices=("numpy", "cupy", "auto"), default="numpy")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="where dqn_atari.h5 and returns.png go")
     parser.add_argument("--progress", action="store_true")
     parser.add_argument("--resume", type=Path, default=None, help="start from this dqn_atari.h5")

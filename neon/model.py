@@ -66,7 +66,8 @@ class Model(ModelInspection, TrainingOwner, TapOwner):
 
     Args:
         layers: a list of layers, or one layer or container.
-        backend: the transformer backend (``"numpy"`` or ``"cupy"``).
+        backend: the transformer backend: ``"numpy"``, ``"cupy"`` (a GPU; raises without one) or ``"auto"``
+            (CuPy when a GPU is usable, else NumPy with a warning).
         **transformer_options: passed to ``ng.transformers.make_transformer`` (``seed``...).
 
     Attributes:

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import dataclasses
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
-from ..errors import AxesError, DTypeError, FeedError, NgraphError, UnsupportedOpError
+from ..errors import AxesError, BackendUnavailableError, DTypeError, FeedError, NgraphError, UnsupportedOpError
 from ..ir import Graph, Op, OpType, changed_since, format_axes, format_op, meta_generation, owns_buffer, toposort, walk
 from ..ir import subgraphs as subgraphs_of
 from ..ir.names import printable
@@ -245,7 +246,8 @@ class Transformer:
     def write_variable(self, var: Op, value: Any) -> None:
         """Overwrite ``var``'s value in place (shape must match its axes)."""
         storage = self._variable(var)
-        array = np.asarray(value)
+        # an array of any backend keeps its own memory until the copy below (a CuPy array stays on its device)
+        array = value if hasattr(value, "shape") and hasattr(value, "dtype") else np.asarray(value)
         if array.shape != storage.shape:
             raise AxesError(
                 f"write_variable {var.name}: expected shape {storage.shape} for axes {format_axes(var.axes)}, "
@@ -530,23 +532,34 @@ def transformer_choices() -> list[str]:
 
 
 def make_transformer(backend: str = "numpy", **options: Any) -> Transformer:
-    """A transformer for ``backend`` (``"numpy"`` or ``"cupy"``); use it as a context manager.
+    """A transformer for ``backend``; use it as a context manager.
 
     Args:
-        backend: registered backend name.
-        **options: backend options (``float_dtype="float64"``, ``seed=0``).
+        backend: a registered backend name (``"numpy"``, ``"cupy"``), or ``"auto"``: CuPy when a GPU
+            is usable, else NumPy with a ``RuntimeWarning`` saying why (``device_arrays`` is then
+            dropped: NumPy's results are host arrays anyway). Only ``"auto"`` falls back: asking for
+            ``"cupy"`` where it cannot run raises.
+        **options: backend options (``float_dtype="float64"``, ``seed=0``; CuPy: ``device_arrays=True``).
 
     Raises:
         NgraphError: an unknown backend name.
-        BackendUnavailableError: a backend that cannot run here (CuPy without a GPU).
+        BackendUnavailableError: a backend that cannot run here (CuPy without a GPU, no CuPy, an old driver).
 
     Example:
         >>> with make_transformer() as t:
         ...     f = t.computation(y, x)
     """
+    if backend == "auto":
+        try:
+            return _REGISTRY["cupy"](**options)
+        except BackendUnavailableError as exc:
+            warnings.warn(f"make_transformer(backend='auto'): running on NumPy: {exc}", RuntimeWarning, stacklevel=2)
+            options.pop("device_arrays", None)
+            return _REGISTRY["numpy"](**options)
     factory = _REGISTRY.get(backend)
     if factory is None:
-        raise NgraphError(f"make_transformer: unknown backend {backend!r}; expected one of {transformer_choices()}")
+        raise NgraphError(f"make_transformer: unknown backend {backend!r}; expected 'auto' or one of "
+                          f"{transformer_choices()}")
     return factory(**options)
 
 

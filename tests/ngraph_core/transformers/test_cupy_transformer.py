@@ -1,0 +1,131 @@
+"""The CuPy transformer: its error paths without a GPU (CuPy faked), ``backend="auto"``, and on a GPU
+(``-m gpu``) the boundary behaviour: NumPy or device results, device feeds, generated fused kernels."""
+
+from __future__ import annotations
+
+import sys
+import types
+
+import numpy as np
+import pytest
+
+import ngraph_core as ng
+from ngraph_core.transformers import cuda_fused
+from ngraph_core.transformers.cupy import load_cupy
+
+C, N = ng.make_axis(3, "C"), ng.make_axis(4, "N")
+
+
+def _fake_cupy(count: int | None = None, error: str | None = None) -> types.ModuleType:
+    """A module named cupy whose device count is ``count`` or whose query raises ``error``."""
+
+    def get_device_count() -> int:
+        if error is not None:
+            raise RuntimeError(error)
+        return count
+
+    module = types.ModuleType("cupy")
+    module.cuda = types.SimpleNamespace(runtime=types.SimpleNamespace(getDeviceCount=get_device_count))
+    return module
+
+
+@pytest.mark.parametrize("fake, expected", [
+    (None, "CuPy is not installed"),
+    (_fake_cupy(error="cudaErrorInsufficientDriver: CUDA driver version is insufficient for CUDA runtime version"),
+     "driver is too old"),
+    (_fake_cupy(error="cudaErrorNoDevice: no CUDA-capable device is detected"), "no usable GPU"),
+    (_fake_cupy(count=0), "sees no GPU"),
+], ids=["no_cupy", "old_driver", "no_driver", "no_device"])
+def test_load_cupy_names_the_cause(monkeypatch: pytest.MonkeyPatch, fake: types.ModuleType | None,
+                                   expected: str) -> None:
+    monkeypatch.setitem(sys.modules, "cupy", fake)  # None: ``import cupy`` raises ImportError
+    with pytest.raises(ng.BackendUnavailableError, match=expected) as info:
+        load_cupy()
+    assert "make_transformer('numpy')" in str(info.value)  # the hint names the way out
+    with pytest.raises(ng.BackendUnavailableError, match=expected):
+        ng.transformers.make_transformer("cupy")  # asking for cupy never falls back
+
+
+def test_auto_falls_back_to_numpy_with_a_warning(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "cupy", _fake_cupy(count=0))
+    with pytest.warns(RuntimeWarning, match="running on NumPy: cupy transformer: CuPy sees no GPU"):
+        t = ng.transformers.make_transformer("auto", device_arrays=True, float_dtype="float64")
+    with t:
+        assert t.name == "numpy" and t.float_dtype == "float64"
+        x = ng.placeholder([C, N])
+        np.testing.assert_allclose(t.computation(ng.tanh(x) * 2.0, x)(np.ones((3, 4))), 2 * np.tanh(np.ones((3, 4))))
+
+
+def test_neon_model_auto_backend_trains_on_numpy(monkeypatch: pytest.MonkeyPatch) -> None:
+    from neon.activations import Softmax
+    from neon.costs import CrossEntropyMulti
+    from neon.data import ArrayIterator
+    from neon.initializers import GlorotUniform
+    from neon.layers import Affine
+    from neon.model import Model
+    from neon.optimizers import GradientDescentMomentum
+
+    monkeypatch.setitem(sys.modules, "cupy", None)
+    rng = np.random.default_rng(0)
+    data = ArrayIterator(rng.standard_normal((32, 5)).astype("float32"), rng.integers(0, 3, 32), nclass=3,
+                         batch_size=8)
+    model = Model([Affine(3, GlorotUniform(seed=1), activation=Softmax())], backend="auto")
+    with pytest.warns(RuntimeWarning, match="CuPy is not installed"):
+        history = model.fit(data, CrossEntropyMulti(), GradientDescentMomentum(0.1), 4, progress=False)
+    assert model.transformer.name == "numpy"
+    losses = history["train_cost"]
+    assert len(losses) == 4 and losses[-1] < losses[0]
+
+
+def test_unknown_backend_lists_auto() -> None:
+    with pytest.raises(ng.NgraphError, match="expected 'auto' or one of"):
+        ng.transformers.make_transformer("tpu")
+
+
+# -- on a GPU -----------------------------------------------------------------------------------------
+
+
+def _graph() -> tuple[ng.Op, ng.Op, ng.Op, ng.Op]:
+    x = ng.placeholder([C, N], name="x")
+    w = ng.variable([C], initial_value=np.array([0.5, -1.0, 2.0]), name="w")
+    y = ng.sigmoid(ng.tanh(x * w + 1.0) * 3.0 - x)  # one fused program
+    return x, w, y, ng.sum(y)
+
+
+@pytest.mark.gpu
+def test_results_are_numpy_by_default_and_device_arrays_on_request() -> None:
+    import cupy
+
+    x, w, y, total = _graph()
+    xv = np.linspace(-2, 2, 12).reshape(3, 4).astype("float32")
+    want = 1 / (1 + np.exp(-(np.tanh(xv * np.array([0.5, -1.0, 2.0])[:, None] + 1) * 3 - xv)))
+    with ng.transformers.make_transformer("cupy") as t:
+        f = t.computation([y, total], x)
+        got, got_total = f(xv)
+        assert type(got) is np.ndarray and got.dtype == np.float32
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(got_total, want.sum(), rtol=1e-5)
+        assert any(op.op is ng.OpType.FUSED for op in f.graph.order)
+        assert any(src.operation.count("tanhf(") for src in cuda_fused._kernels)  # the generated kernel ran
+        t.write_variable(w, cupy.asarray([1.0, 1.0, 1.0]))  # a device value is accepted as it is
+        np.testing.assert_allclose(t.read_variable(w), [1.0, 1.0, 1.0])
+    with ng.transformers.make_transformer("cupy", device_arrays=True) as t:
+        got = t.computation(y, x)(cupy.asarray(xv))  # a device feed: no host copy
+        assert isinstance(got, cupy.ndarray)
+        np.testing.assert_allclose(got.get(), want, rtol=1e-5, atol=1e-6)
+        w_value = t.computation(w)()  # a variable is copied, never handed out
+        assert isinstance(w_value, cupy.ndarray)
+        w_value[...] = 7.0
+        np.testing.assert_allclose(t.read_variable(w), [0.5, -1.0, 2.0])
+
+
+@pytest.mark.gpu
+def test_random_ops_are_seeded_and_state_is_refused() -> None:
+    draw = ng.uniform([C, N], 0.0, 1.0)
+    with ng.transformers.make_transformer("cupy", seed=3) as t1, \
+            ng.transformers.make_transformer("cupy", seed=3) as t2:
+        a, b = t1.computation(draw)(), t2.computation(draw)()
+        np.testing.assert_array_equal(a, b)
+        assert 0.0 <= a.min() and a.max() < 1.0 and len(np.unique(a)) == a.size
+        with pytest.raises(ng.UnsupportedOpError, match="random_state"):
+            t1.random_state()
