@@ -13,9 +13,11 @@ Kernels: the shared ``xp`` kernels run unchanged on CuPy (cuBLAS for ``dot`` and
 convolution, CuPy's ufuncs and reductions for the rest; ``tests/.../cupy_surface.py`` keeps them
 within CuPy's API on machines without a GPU). What differs is in ``kernel_overrides``: a fused
 element-wise program is one generated ``cupy.ElementwiseKernel`` (``cuda_fused.py``) instead of one
-launch per step. Convolution: CuPy 14 removed its cuDNN bindings (``cupy.cuda.cudnn``, ``cupyx.cudnn``:
-absent from the pinned CuPy 14.2 on the H100 machine, 2026-11-25), so convolutions and their
-gradients run as im2col + a cuBLAS GEMM, the shared kernel's method.
+launch per step, and CTC's recursions are CUDA kernels with a thread block per example
+(``cuda_ctc.py``) instead of a Python loop over frames. Convolution: CuPy 14 removed its cuDNN
+bindings (``cupy.cuda.cudnn`` and ``cupyx.cudnn`` are absent from CuPy 14.2 on the H100 machine,
+2026-11-25), so convolutions and their gradients run as im2col + a cuBLAS GEMM, the shared
+kernel's method.
 
 Random ops draw from CuPy's device generators (``cupy.random.default_rng``): reproducible for a
 seed, but a different stream from the NumPy transformer's, and their state cannot be saved
@@ -33,7 +35,7 @@ import numpy as np
 
 from ..errors import BackendUnavailableError, UnsupportedOpError
 from ..ir import Op, OpType, owns_buffer
-from . import cuda_fused
+from . import cuda_ctc, cuda_fused
 from .base import Transformer, register_transformer
 
 _NUMPY_HINT = "use make_transformer('numpy') (or backend='auto', which falls back to NumPy)"
@@ -88,8 +90,9 @@ class CupyTransformer(Transformer):
     """
 
     name = "cupy"
-    # one generated CUDA kernel per fused program (the shared kernel would launch once per step)
-    kernel_overrides = {OpType.FUSED: cuda_fused.fused}
+    # one generated CUDA kernel per fused program (the shared kernel would launch once per step), and
+    # CTC as three launches (the shared kernel launches a dozen per frame)
+    kernel_overrides = {OpType.FUSED: cuda_fused.fused, OpType.CTC: cuda_ctc.ctc, OpType.CTC_GRAD: cuda_ctc.ctc_grad}
 
     def __init__(self, device_arrays: bool = False, **options: Any) -> None:
         self.xp = load_cupy()
