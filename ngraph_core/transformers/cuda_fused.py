@@ -242,3 +242,26 @@ def fused(op: Op, kc: KernelContext) -> Kernel:
         return out
 
     return cuda_fused_kernel
+
+
+def elementwise(op: Op, kc: KernelContext) -> Kernel:
+    """A lone element-wise op as a one-step generated kernel: one launch where CuPy's ufuncs may take
+    several (the shared sigmoid is four: 41 us a call against ~10 us on an H100, 2026-11-25).
+
+    Ops the generator cannot compile (integer or bool dtypes, mixed source dtypes, steps without a CUDA
+    expression) run on the shared kernel.
+    """
+    from .kernels import KERNELS
+
+    dtype = kc.dtype_of(op)
+    program = FusedProgram(steps=((op.op, tuple(("in", i) for i in range(len(op.src)))),))
+    if op.op not in SUPPORTED or any(kc.dtype_of(s) != dtype for s in op.src) \
+            or unsupported_reason(program, dtype) is not None:
+        return KERNELS[op.op](op, kc)
+    kernel = _elementwise_kernel(cuda_source(program, dtype))
+
+    def cuda_elementwise_kernel(out, *vs):
+        kernel(*vs, out)
+        return out
+
+    return cuda_elementwise_kernel

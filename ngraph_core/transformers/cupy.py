@@ -29,6 +29,7 @@ device or a recent enough driver it raises ``BackendUnavailableError`` saying wh
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import numpy as np
@@ -79,6 +80,9 @@ class CupyTransformer(Transformer):
     Args:
         device_arrays: return results as CuPy device arrays (no copy to the host); default False:
             NumPy arrays, as the NumPy transformer returns.
+        cuda_graphs: capture each computation's plan as a CUDA graph at its second call and replay
+            it from then on (``GraphRunner``); default: the ``NG_CUDA_GRAPHS`` environment variable
+            (``1`` turns it on), else off.
         **options: the ``Transformer`` options (``float_dtype``, ``seed``, ``optimize``...).
 
     Raises:
@@ -92,12 +96,22 @@ class CupyTransformer(Transformer):
     name = "cupy"
     # one generated CUDA kernel per fused program (the shared kernel would launch once per step), and
     # CTC as three launches (the shared kernel launches a dozen per frame)
-    kernel_overrides = {OpType.FUSED: cuda_fused.fused, OpType.CTC: cuda_ctc.ctc, OpType.CTC_GRAD: cuda_ctc.ctc_grad}
+    # lone float element-wise ops are one-step generated kernels too
+    kernel_overrides = {**{kind: cuda_fused.elementwise for kind in cuda_fused.SUPPORTED},
+                        OpType.FUSED: cuda_fused.fused, OpType.CTC: cuda_ctc.ctc, OpType.CTC_GRAD: cuda_ctc.ctc_grad}
 
-    def __init__(self, device_arrays: bool = False, **options: Any) -> None:
+    def __init__(self, device_arrays: bool = False, cuda_graphs: bool | None = None, **options: Any) -> None:
         self.xp = load_cupy()
         self.device_arrays = bool(device_arrays)
+        self.cuda_graphs = os.environ.get("NG_CUDA_GRAPHS", "0") == "1" if cuda_graphs is None else bool(cuda_graphs)
         super().__init__(**options)
+
+    def _build(self, graph: Any, placeholders: Any, workspace: Any = None, on_device: bool = False) -> Any:
+        if not self.cuda_graphs or on_device:
+            return super()._build(graph, placeholders, workspace, on_device)
+        # the plan with device results and unfed inputs; GraphRunner feeds, replays and converts
+        source, fn = super()._build(graph, placeholders, workspace, on_device=True)
+        return source, GraphRunner(self, fn, placeholders, graph.results)
 
     def to_numpy(self, value: Any) -> np.ndarray:
         return value.get() if hasattr(value, "get") else np.asarray(value)
@@ -115,6 +129,75 @@ class CupyTransformer(Transformer):
             "cupy transformer: random_state is not supported (CuPy's device generators expose no state); "
             "hint: resume on the numpy backend for bit-exact random streams, or accept fresh streams"
         )
+
+
+class GraphRunner:
+    """A computation's plan captured once as a CUDA graph and replayed: one launch per call.
+
+    The plan's Python (a call per op, ~10-40 us each on the host) runs twice: once eagerly, then
+    once under stream capture, which records every kernel it launches. Each later call copies the
+    feeds into persistent input buffers, replays the graph and converts the results. A graph
+    replays the addresses it recorded, so everything it touches stays put: the inputs are staged
+    into fixed buffers, the arena, variables and workspace are persistent, and the temporaries the
+    kernels allocate come from a memory pool private to this runner (the graph owns them). A plan
+    that cannot be captured (a kernel that reads device data on the host, as CTC's label checks do)
+    keeps running eagerly: ``captured`` is False and ``capture_error`` says why.
+    """
+
+    def __init__(self, transformer: CupyTransformer, fn: Any, placeholders: Any, results: Any) -> None:
+        cupy = transformer.xp
+        self.cupy, self.fn = cupy, fn
+        self.feeds = [transformer._feeder(p) for p in placeholders]
+        self.staged: list[Any] | None = None
+        self.pool = cupy.cuda.MemoryPool()
+        self.stream = cupy.cuda.Stream()  # blocking: ordered after work on the default stream
+        self.graph: Any = None
+        self.outs: tuple = ()
+        self.calls = 0
+        self.captured = False
+        self.capture_error: str | None = None
+        device = transformer.device_arrays
+        self.convert = [(lambda v: None) if r.op is OpType.DOALL else (lambda v: v.copy()) if device
+                        else (lambda v: v.get()) for r in results]
+
+    def __call__(self, *values: Any) -> tuple:
+        cupy = self.cupy
+        fed = [feed(v) for feed, v in zip(self.feeds, values)]
+        with self.stream:
+            if self.staged is None:
+                self.staged = [cupy.empty_like(v) for v in fed]
+            for buffer, value in zip(self.staged, fed):
+                cupy.copyto(buffer, value)
+            # the plan's temporaries come from the private pool; nothing else may (the graph reuses them)
+            with cupy.cuda.using_allocator(self.pool.malloc):
+                if self.graph is not None:
+                    self.graph.launch(self.stream)
+                    outs = self.outs
+                elif self.calls == 0 or self.capture_error is not None:
+                    outs = self.fn(*self.staged)
+                else:
+                    outs = self._capture()
+            self.calls += 1
+            result = tuple(convert(v) for convert, v in zip(self.convert, outs))
+            self.stream.synchronize()
+        return result
+
+    def _capture(self) -> tuple:
+        """Record the plan into a graph and run it once; on failure run eagerly from now on."""
+        stream = self.stream
+        try:
+            stream.begin_capture(self.cupy.cuda.runtime.streamCaptureModeRelaxed)
+            try:
+                outs = self.fn(*self.staged)
+            finally:
+                graph = stream.end_capture()
+        except Exception as exc:  # CUDA refuses a host synchronisation (or an allocator call) while capturing
+            self.capture_error = f"{type(exc).__name__}: {exc}"
+            stream.synchronize()
+            return self.fn(*self.staged)
+        self.graph, self.outs, self.captured = graph, outs, True
+        graph.launch(stream)
+        return outs
 
 
 register_transformer("cupy", CupyTransformer)

@@ -129,3 +129,50 @@ def test_random_ops_are_seeded_and_state_is_refused() -> None:
         assert 0.0 <= a.min() and a.max() < 1.0 and len(np.unique(a)) == a.size
         with pytest.raises(ng.UnsupportedOpError, match="random_state"):
             t1.random_state()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("device_arrays", [False, True])
+def test_cuda_graphs_replay_the_eager_results(device_arrays: bool) -> None:
+    """A training step replayed as a CUDA graph gives the eager step's losses and weights, call after call;
+    results are fresh arrays each call (a replay never overwrites what an earlier call returned)."""
+    import cupy
+
+    rng = np.random.default_rng(0)
+    xs = [rng.standard_normal((3, 4)).astype("float32") for _ in range(5)]
+    runs = []
+    for graphs in (False, True):
+        x = ng.placeholder([C, N], name="x")
+        w = ng.variable([C], initial_value=np.array([0.5, -1.0, 2.0]), name="w")
+        loss = ng.sum(ng.tanh(x * w + 1.0) ** 2.0)
+        (g,) = ng.gradients(loss, [w])
+        with ng.transformers.make_transformer("cupy", cuda_graphs=graphs, device_arrays=device_arrays) as t:
+            step = t.computation([loss, ng.assign(w, w - g * 0.1)], x)
+            outs = [step(xv)[0] for xv in xs]
+            losses = [float(o.get() if isinstance(o, cupy.ndarray) else o) for o in outs]
+            runs.append((losses, t.read_variable(w)))
+            assert step._fn.captured is graphs if graphs else not hasattr(step._fn, "captured")
+    (eager_losses, eager_w), (graph_losses, graph_w) = runs
+    np.testing.assert_allclose(graph_losses, eager_losses, rtol=1e-6)
+    assert len(set(graph_losses)) == len(xs)  # every call's own loss, not the last replay's
+    np.testing.assert_allclose(graph_w, eager_w, rtol=1e-6)
+
+
+@pytest.mark.gpu
+def test_cuda_graphs_fall_back_where_a_kernel_reads_the_device() -> None:
+    """CTC checks its labels on the host: the capture fails, the plan keeps running eagerly, correctly."""
+    from test_ctc import random_batch
+
+    b = random_batch(1, 12, 3, 5, 3, 0)
+    ca, ta, na, la = (ng.make_axis(n, s) for n, s in ((5, "C"), (12, "REC"), (3, "N"), (3, "L")))
+    x, y = ng.placeholder([ca, ta, na]), ng.placeholder([la, na], dtype="int32")
+    il, ll = ng.placeholder([na], dtype="int32"), ng.placeholder([na], dtype="int32")
+    loss = ng.ctc_loss(x, y, il, ll)
+    feeds = (b["logits"].astype("float32"), b["labels"], b["il"], b["ll"])
+    with ng.transformers.make_transformer() as t:
+        want = t.computation(loss, x, y, il, ll)(*feeds)
+    with ng.transformers.make_transformer("cupy", cuda_graphs=True) as t:
+        f = t.computation(loss, x, y, il, ll)
+        for _ in range(3):
+            np.testing.assert_allclose(f(*feeds), want, rtol=1e-5)
+        assert not f._fn.captured and f._fn.capture_error
