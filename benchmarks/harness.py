@@ -32,7 +32,11 @@ def pin_threads(threads: int) -> None:
 def blas_info() -> str:
     """Which BLAS numpy runs, e.g. ``openblas 0.3.31 SkylakeX, 2 threads`` (threadpoolctl)."""
     import numpy  # noqa: F401 - loads the BLAS threadpoolctl inspects
-    from threadpoolctl import threadpool_info
+
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:  # the GPU machines may lack it (benchmarks/gpu.py)
+        return "unknown (threadpoolctl not installed)"
 
     for pool in threadpool_info():
         if pool.get("user_api") == "blas" and "numpy" in pool.get("filepath", ""):

@@ -45,7 +45,7 @@ def make_batch(rng):
     return rng.standard_normal((SEQ, BATCH, FEATURES)).astype("float32"), rng.integers(0, CLASSES, size=BATCH)
 
 
-def build_ngraph(threads: int) -> tuple[Step, str]:
+def build_ngraph(threads: int, backend: str = "numpy") -> tuple[Step, str]:
     import numpy as np
 
     import ngraph_core as ng
@@ -62,17 +62,17 @@ def build_ngraph(threads: int) -> tuple[Step, str]:
     probs = fc(lstm(X))
     loss = CrossEntropyMulti()(probs, Y)
     update = GradientDescentMomentum(LR, MOMENTUM)(loss, lstm.trainable_variables + fc.trainable_variables)
-    t = ng.transformers.make_transformer()
+    t = ng.transformers.make_transformer(backend)
     train = t.computation([loss, update], X, Y)
     cell = lstm.cell
     for var, key in ((cell.W_x, "W_x"), (cell.W_h, "W_h"), (cell.b, "b"), (fc.linear.W, "fc_W")):
         t.write_variable(var, weights[key])
     x_ours = np.ascontiguousarray(np.transpose(x, (2, 0, 1)))  # (SEQ, N, F) -> [F, REC, N]
     targets = np.ascontiguousarray(np.eye(CLASSES, dtype="float32")[labels].T)
-    return (lambda: train(x_ours, targets)[0]), f"ngraph_core numpy, {blas_info()}"
+    return (lambda: train(x_ours, targets)[0]), f"ngraph_core {backend}, {blas_info()}"
 
 
-def build_torch(threads: int) -> tuple[Step, str]:
+def build_torch(threads: int, device: str = "cpu") -> tuple[Step, str]:
     import numpy as np
     import torch
 
@@ -88,10 +88,11 @@ def build_torch(threads: int) -> tuple[Step, str]:
         lstm.bias_hh_l0.zero_()
         fc.weight.copy_(torch.from_numpy(weights["fc_W"]))
         fc.bias.zero_()
+    lstm, fc = lstm.to(device), fc.to(device)
     cost = torch.nn.CrossEntropyLoss()
     params = [*lstm.parameters(), *fc.parameters()]
     optimizer = torch.optim.SGD(params, lr=LR, momentum=MOMENTUM)
-    x, labels = torch.from_numpy(x), torch.from_numpy(labels)
+    x, labels = torch.from_numpy(x).to(device), torch.from_numpy(labels).to(device)
 
     def step() -> object:
         optimizer.zero_grad()

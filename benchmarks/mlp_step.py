@@ -64,21 +64,21 @@ def build_graph(rng):
     return loss, ng.doall(updates), h, X, T
 
 
-def build_ngraph(threads: int) -> tuple[Step, str]:
+def build_ngraph(threads: int, backend: str = "numpy") -> tuple[Step, str]:
     import numpy as np
 
     import ngraph_core as ng
 
     rng = np.random.default_rng(0)
     loss, update, _, X, T = build_graph(rng)
-    t = ng.transformers.make_transformer()
+    t = ng.transformers.make_transformer(backend)
     train = t.computation([loss, update], X, T)
     x, labels = make_batch(rng)
     xT, targets = np.ascontiguousarray(x.T), np.eye(SIZES[-1], dtype="float32")[labels].T.copy()
-    return (lambda: train(xT, targets)), f"ngraph_core numpy, {blas_info()}"
+    return (lambda: train(xT, targets)), f"ngraph_core {backend}, {blas_info()}"
 
 
-def build_torch(threads: int) -> tuple[Step, str]:
+def build_torch(threads: int, device: str = "cpu") -> tuple[Step, str]:
     import numpy as np
     import torch
 
@@ -91,11 +91,11 @@ def build_torch(threads: int) -> tuple[Step, str]:
             linear.weight.copy_(torch.from_numpy(glorot(rng, fan_out, fan_in)))
             linear.bias.zero_()
         layers += [linear, torch.nn.ReLU()]
-    model = torch.nn.Sequential(*layers[:-1])
+    model = torch.nn.Sequential(*layers[:-1]).to(device)
     cost = torch.nn.CrossEntropyLoss()
     optimizer = torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM)
     x, labels = make_batch(rng)
-    x, labels = torch.from_numpy(x), torch.from_numpy(labels)
+    x, labels = torch.from_numpy(x).to(device), torch.from_numpy(labels).to(device)
 
     def step() -> object:
         optimizer.zero_grad()

@@ -80,7 +80,7 @@ def reference_weights() -> tuple[list, object, object]:
     return [c.weight.detach().numpy() for c in convs], fc.weight.detach().numpy(), fc.bias.detach().numpy()
 
 
-def build_ngraph_network(training: bool, batch: int):
+def build_ngraph_network(training: bool, batch: int, backend: str = "numpy"):
     """Our ResNet-20 on a placeholder ``[C, H, W, N]``, with PyTorch's weights: (X, output, net, transformer)."""
     import numpy as np
 
@@ -96,7 +96,7 @@ def build_ngraph_network(training: bool, batch: int):
     convs = [layer for item in net.layers for layer in (item.branch if isinstance(item, ResidualBlock) else [item])
              if isinstance(layer, Conv)]
     filters, fc_w, fc_b = reference_weights()
-    t = ng.transformers.make_transformer()
+    t = ng.transformers.make_transformer(backend)
     for conv, w in zip(convs, filters, strict=True):
         t.write_variable(conv.filter.W, np.moveaxis(w, 0, -1))  # (K, C, R, S) -> [C, R, S, K]
     affine = net.layers[-1]
@@ -105,41 +105,42 @@ def build_ngraph_network(training: bool, batch: int):
     return X, out, net, t
 
 
-def training_graph(batch: int = BATCH) -> tuple[list, list, object]:
+def training_graph(batch: int = BATCH, backend: str = "numpy") -> tuple[list, list, object]:
     """The training step's graph: ``([loss, update], [X, Y], transformer holding PyTorch's weights)``."""
     import ngraph_core as ng
     from neon.costs import CrossEntropyMulti
     from neon.optimizers import GradientDescentMomentum
 
-    X, out, net, t = build_ngraph_network(True, batch)
+    X, out, net, t = build_ngraph_network(True, batch, backend)
     Y = ng.placeholder([ng.make_axis(10, "Y"), X.axes[-1]], name="Y")
     loss = CrossEntropyMulti()(out, Y)
     update = GradientDescentMomentum(LR, MOMENTUM, wdecay=WDECAY)(loss, net.trainable_variables)
     return [loss, update], [X, Y], t
 
 
-def build_ngraph(threads: int) -> tuple[Step, str]:
+def build_ngraph(threads: int, backend: str = "numpy") -> tuple[Step, str]:
     import numpy as np
 
-    results, inputs, t = training_graph()
+    results, inputs, t = training_graph(backend=backend)
     train = t.computation(results, *inputs)
     x, labels = make_batch(np.random.default_rng(0))
     x_ours = np.ascontiguousarray(np.moveaxis(x, 0, -1))  # (C, H, W, N), as ImageIterator yields
     targets = np.ascontiguousarray(np.eye(10, dtype="float32")[labels].T)
-    return (lambda: train(x_ours, targets)[0]), f"ngraph_core numpy, {blas_info()}"
+    return (lambda: train(x_ours, targets)[0]), f"ngraph_core {backend}, {blas_info()}"
 
 
-def build_torch(threads: int) -> tuple[Step, str]:
+def build_torch(threads: int, device: str = "cpu") -> tuple[Step, str]:
     import numpy as np
     import torch
 
     torch.set_num_threads(threads)
     torch.manual_seed(0)
     model, _, _ = torch_resnet20(torch)  # the same draws as reference_weights
+    model = model.to(device)
     cost = torch.nn.CrossEntropyLoss()
     optimizer = torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM, weight_decay=WDECAY)
     x, labels = make_batch(np.random.default_rng(0))
-    x, labels = torch.from_numpy(x), torch.from_numpy(labels)
+    x, labels = torch.from_numpy(x).to(device), torch.from_numpy(labels).to(device)
     model.train()
 
     def step() -> object:

@@ -81,8 +81,9 @@ class CupyTransformer(Transformer):
         device_arrays: return results as CuPy device arrays (no copy to the host); default False:
             NumPy arrays, as the NumPy transformer returns.
         cuda_graphs: capture each computation's plan as a CUDA graph at its second call and replay
-            it from then on (``GraphRunner``); default: the ``NG_CUDA_GRAPHS`` environment variable
-            (``1`` turns it on), else off.
+            it from then on (``GraphRunner``; plans calling cuBLAS cannot be captured on CuPy 14
+            and stay eager); default: the ``NG_CUDA_GRAPHS`` environment variable (``1`` turns it
+            on), else off.
         **options: the ``Transformer`` options (``float_dtype``, ``seed``, ``optimize``...).
 
     Raises:
@@ -142,6 +143,13 @@ class GraphRunner:
     kernels allocate come from a memory pool private to this runner (the graph owns them). A plan
     that cannot be captured (a kernel that reads device data on the host, as CTC's label checks do)
     keeps running eagerly: ``captured`` is False and ``capture_error`` says why.
+
+    Measured limit (H100, CuPy 14.2, 2026-11-25): CuPy refuses every cuBLAS call during capture
+    ("calling cuBLAS API during stream capture is currently unsupported", CuPy issue 6290), so a
+    plan with a ``dot`` or a convolution (every model in ``benchmarks/gpu.py``) falls back to eager
+    execution; what captures today are the plans made only of element-wise work, reductions and
+    data movement (an optimizer's update computation, a normalization, a loss). That is why this
+    is opt-in.
     """
 
     def __init__(self, transformer: CupyTransformer, fn: Any, placeholders: Any, results: Any) -> None:

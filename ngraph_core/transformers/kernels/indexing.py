@@ -2,7 +2,8 @@
 
 Written once against ``xp`` with what NumPy and CuPy share: ``cumsum``/``cumprod``, a stable
 ``argsort``, advanced indexing, and ``ufunc.at`` for scatters with a reduction (CuPy has
-``add.at``, ``maximum.at`` and ``minimum.at``; a ``"mul"`` scatter needs NumPy).
+``add.at``, ``maximum.at`` and ``minimum.at`` but no ``multiply.at``: off NumPy a ``"mul"``
+scatter runs as ``_multiply_at``, rounds of plain indexed multiplies).
 
 Indices are read as int64: negative ones count from the end, and those still out of range
 read 0 (gathers) or write nothing (scatters), as ``gather`` does. Index grids that depend only
@@ -35,8 +36,34 @@ def _scatter(xp: Any, target: Any, index: tuple, updates: Any, valid: Any, reduc
         updates = updates[valid]
     if reduction == "none":
         target[index] = updates
+    elif reduction == "mul" and xp.__name__ != "numpy":
+        _multiply_at(xp, target, index, updates)
     else:
         getattr(xp, _AT[reduction]).at(target, index, updates)
+
+
+def _multiply_at(xp: Any, target: Any, index: tuple, updates: Any) -> None:
+    """``multiply.at(target, index, updates)`` without ``ufunc.at`` (CuPy's ``multiply`` has none).
+
+    Round r multiplies every position by its r-th update (in the updates' order, as
+    ``multiply.at`` does); no position repeats within a round, so each round is one plain
+    indexed multiply and the result equals NumPy's bit for bit. Rounds: the most updates one
+    position gets (one host sync).
+    """
+    lead, shape = len(index), xp.broadcast_shapes(*(a.shape for a in index))
+    flat = tuple(xp.broadcast_to(a, shape).reshape(-1) for a in index)
+    if flat[0].size == 0:
+        return
+    rest = target.shape[lead:]
+    values = xp.broadcast_to(updates, shape + rest).reshape((-1,) + rest)
+    key = xp.ravel_multi_index(flat, target.shape[:lead])
+    order = xp.argsort(key, kind="stable")
+    ordered = key[order]
+    rank = xp.empty_like(order)
+    rank[order] = xp.arange(ordered.size) - xp.searchsorted(ordered, ordered, side="left")
+    for r in range(int(rank.max()) + 1):
+        chosen = xp.nonzero(rank == r)[0]
+        target[tuple(f[chosen] for f in flat)] *= values[chosen]
 
 
 def cumulative(op: Op, kc: KernelContext) -> Kernel:

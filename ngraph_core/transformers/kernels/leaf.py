@@ -21,7 +21,8 @@ def uniform(op: Op, kc: KernelContext) -> Kernel:
     scale = info.b - info.a
 
     def uniform_kernel(out):
-        gen.random(dtype=dtype, out=out)
+        # size= too: CuPy 14.2's random(out=) without it fills out with one value
+        gen.random(size=out.shape, dtype=dtype, out=out)
         out *= scale
         out += info.a
         return out
@@ -34,7 +35,7 @@ def normal(op: Op, kc: KernelContext) -> Kernel:
     gen = kc.generator_for(op)
 
     def normal_kernel(out):
-        gen.standard_normal(dtype=dtype, out=out)
+        gen.standard_normal(size=out.shape, dtype=dtype, out=out)
         out *= info.b
         out += info.a
         return out
