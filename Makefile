@@ -15,7 +15,7 @@ TEST_STAMP := $(VENV)/.installed-test
 BENCH_STAMP := $(VENV)/.installed-bench
 PAIRS ?= 5
 
-.PHONY: venv run walkthrough test fuzz bench clean
+.PHONY: venv run walkthrough test test-gpu fuzz bench clean
 
 DATA := $(VENV)/data
 DATA_STAMP := $(DATA)/.fetched
@@ -73,6 +73,10 @@ walkthrough: $(RUN_STAMP)
 test: venv
 	$(PY) -m pytest -q
 	$(VENV)/bin/ruff check ngraph_core neon tests examples notebooks benchmarks model_zoo
+
+# the GPU suite (the op and training tests on the CuPy transformer); needs CuPy and a GPU: pip install -e .[gpu]
+test-gpu: venv
+	$(PY) -m pytest -q -m gpu tests/ngraph_core tests/neon/test_backend_training.py
 
 # the fuzz tests alone with a large budget and fresh random inputs (the suite runs them small and seeded)
 FUZZ_EXAMPLES ?= 3000
