@@ -171,3 +171,27 @@ def test_the_reference_is_deterministic() -> None:
     assert c1 == c2
     for a, b in zip(v1, v2, strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("model", ["mlp", "cnn", "lstm"])
+def test_training_reads_nothing_back_from_the_device(model: str, surface_registered: bool) -> None:
+    """Host <-> device copies only at computation boundaries: training these models on the CuPy-surface
+    checker never reads a device value on the host inside a plan (no ``get``, ``item``, ``bool`` of an
+    array...): feeds go in, results come out, nothing else crosses (a GPU would sync at each read)."""
+    import cupy_surface
+
+    case = CASES[model]()
+    before = cupy_surface.HOST_READS[0]
+    costs, _ = train(*case, backend="cupy_surface", float_dtype="float32")
+    assert len(costs) >= 3
+    assert cupy_surface.HOST_READS[0] == before, f"{cupy_surface.HOST_READS[0] - before} host reads in {model}"
+
+
+def test_ctc_reads_its_lengths_on_the_host(surface_registered: bool) -> None:
+    """The exception, stated: the shared CTC kernel checks labels and lengths on the host (typed errors
+    for bad data), so each CTC call reads device values; the counter sees it (it is not blind)."""
+    import cupy_surface
+
+    before = cupy_surface.HOST_READS[0]
+    train(*ctc_case(), backend="cupy_surface", float_dtype="float32")
+    assert cupy_surface.HOST_READS[0] > before

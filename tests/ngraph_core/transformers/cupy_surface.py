@@ -51,6 +51,11 @@ REDUCE_UFUNCS = frozenset({"add", "multiply"})
 _DATA_ATTRS = frozenset({"shape", "dtype", "ndim", "size", "strides", "itemsize", "nbytes", "flags"})
 _MISSING = object()
 _DEPTH = [0]  # > 0 while a namespace call, method or operator is running on unwrapped arrays
+HOST_READS = [0]
+"""Device values read by the host (``get``, ``item``, ``tolist``, ``bool``/``float``/``int`` of an array,
+``asnumpy``): each is a device-to-host copy and a synchronisation on a GPU. The transformer's own
+result conversion (``to_numpy``) is not counted: that is the computation's boundary."""
+_HOST_READ_METHODS = frozenset({"get", "item", "tolist"})
 
 
 def _plain(a: Any) -> Any:
@@ -127,6 +132,8 @@ class DeviceArray(np.ndarray):
             raise AttributeError(f"cupy.ndarray has no attribute {name!r} (CuPy-surface check)")
         if name in _DATA_ATTRS:
             return super().__getattribute__(name)
+        if name in _HOST_READ_METHODS:
+            HOST_READS[0] += 1
         if name == "get":
             return lambda stream=None, out=None, order="C", blocking=True: np.array(_plain(self), order=order)
         if name == "set":
@@ -141,6 +148,22 @@ class DeviceArray(np.ndarray):
 
             return method
         return _device(value) if isinstance(value, np.ndarray) else value
+
+    def __bool__(self) -> bool:
+        HOST_READS[0] += 1
+        return bool(np.ndarray.view(self, np.ndarray))
+
+    def __float__(self) -> float:
+        HOST_READS[0] += 1
+        return float(np.ndarray.view(self, np.ndarray))
+
+    def __int__(self) -> int:
+        HOST_READS[0] += 1
+        return int(np.ndarray.view(self, np.ndarray))
+
+    def __index__(self) -> int:
+        HOST_READS[0] += 1
+        return np.ndarray.view(self, np.ndarray).__index__()
 
     def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
         if _DEPTH[0] == 0:
@@ -290,6 +313,11 @@ class Generator:
 _NUMPY_DTYPE_DRAWS = frozenset({"standard_normal", "standard_exponential", "standard_gamma", "integers"})
 
 
+def _asnumpy(a: Any, stream: Any = None, order: str = "C", out: Any = None) -> np.ndarray:
+    HOST_READS[0] += 1
+    return np.array(_plain(a), order=order)
+
+
 class CupySurface(Namespace):
     """The ``xp`` of the checker: CuPy 14.2's module names, NumPy's arithmetic, device arrays.
 
@@ -306,7 +334,7 @@ class CupySurface(Namespace):
             "linalg": Namespace("cupy.linalg", API["linalg"], np.linalg),
             "fft": Namespace("cupy.fft", API["fft"], np.fft),
             "random": random,
-            "asnumpy": lambda a, stream=None, order="C", out=None: np.array(_plain(a), order=order),
+            "asnumpy": _asnumpy,
             "get_array_module": lambda *args: self,
         })
 

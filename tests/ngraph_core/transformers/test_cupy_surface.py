@@ -175,3 +175,19 @@ def test_cupy_14_2_random_out_without_size_fills_one_value() -> None:
     assert int(xp.unique(out).size) == 1
     gen.random(size=out.shape, dtype=xp.float32, out=out)
     assert int(xp.unique(out).size) == 12
+
+
+def test_host_reads_are_counted() -> None:
+    """Every way a kernel can pull a device value to the host counts once; arithmetic does not."""
+    import cupy_surface
+
+    xp = cupy_surface.CupySurface()
+    a = xp.arange(6.0).reshape(2, 3)
+    before = cupy_surface.HOST_READS[0]
+    b = (a * 2 + 1).sum(axis=0)  # device work only
+    assert cupy_surface.HOST_READS[0] == before
+    reads = [lambda: bool(xp.any(a > 3)), lambda: float(b[0]), lambda: int(xp.argmax(b)), lambda: a.tolist(),
+             lambda: b.get(), lambda: a[0, 0].item(), lambda: xp.asnumpy(a), lambda: [0, 1, 2][xp.argmax(b)]]
+    for k, read in enumerate(reads, start=1):
+        read()
+        assert cupy_surface.HOST_READS[0] == before + k, f"read {k} not counted"
