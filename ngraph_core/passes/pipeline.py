@@ -33,6 +33,7 @@ from .fusion import fuse_elementwise
 from .layout import layout
 from .linearize import control_dependencies, linearize, snapshot_reads, values_into_variables
 from .memory import MemoryPlan, can_run_in_place, plan_memory
+from .scan_prune import prune_scans
 from .simplify import simplify
 
 GraphPass = Callable[[list[Op]], list[Op]]
@@ -45,6 +46,7 @@ TRAINING: tuple[str, ...] = (
     "fold",              # constant subgraphs evaluated at compile time, with the backend's kernels
     "cse",               # equal ops from different scopes merged
     "dce",               # elements of sequential/doall with no effect dropped
+    "prune_scans",       # scans pack the per-step values their gradient reads only when it is taken
     "bucket_allreduce",  # allreduces fused into buckets, started as backward makes them ready
     "decompose",         # ops the backend has no kernel for -> ops it has (none on numpy, cupy)
     "layout",            # needless transposes removed or sunk
@@ -56,6 +58,7 @@ INFERENCE: tuple[str, ...] = (
     "fold_batch_norm",   # inference batch norm -> conv/dot filter + bias
     "cse",
     "dce",
+    "prune_scans",
     "bucket_allreduce",
     "decompose",
     "layout",
@@ -129,6 +132,7 @@ def _make_pass(name: str, kernels: KernelTable | None, kernel_context: ContextFa
         "fold_batch_norm": fold_batch_norm,
         "cse": cse,
         "dce": dce,
+        "prune_scans": prune_scans,
         "bucket_allreduce": bucket_allreduce,
         "layout": layout,
         "fuse_elementwise": fuse_elementwise,
