@@ -101,7 +101,7 @@ class CharLM(CharModel):
     """
 
     def __init__(self, vocab: Vocabulary, embedding_dim: int = 64, hidden: int = 256, seed: int | None = 0,
-                 backend: str = "numpy", **transformer_options: Any) -> None:
+                 backend: str | None = None, **transformer_options: Any) -> None:
         if seed is not None:
             set_seed(seed)
         self.vocab, self.embedding_dim, self.hidden = vocab, embedding_dim, hidden

@@ -29,7 +29,7 @@ from neon.callbacks import Callback, History
 from neon.layers import Layer
 from neon.layers.cells import RNNCell
 from neon.saving import read_checkpoint, variable_keys
-from neon.training import TrainingOwner, bind_optimizer, fit_loop
+from neon.training import TrainingOwner, bind_optimizer, default_backend, fit_loop
 
 
 class CharModelError(ng.NgraphError, ValueError):
@@ -146,12 +146,12 @@ class CharModel(TrainingOwner):
         epoch, history, optimizer (set by ``fit``).
     """
 
-    def __init__(self, layers: Mapping[str, Layer], backend: str = "numpy", **transformer_options: Any) -> None:
+    def __init__(self, layers: Mapping[str, Layer], backend: str | None = None, **transformer_options: Any) -> None:
         for role, layer in layers.items():
             if not layer.explicit_name and not layer.built:
                 layer.rename(role)  # stable checkpoint keys: "encoder/LSTMCell_0/W_x", whatever was built before
         self.layers = dict(layers)
-        self.backend = backend
+        self.backend = default_backend(backend)
         self.transformer_options = transformer_options
         self.epoch = 0
         self.history = History()

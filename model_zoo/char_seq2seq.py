@@ -157,7 +157,7 @@ class Seq2Seq(CharModel):
     """
 
     def __init__(self, vocab: Vocabulary, embedding_dim: int = 32, hidden: int = 128, seed: int | None = 0,
-                 backend: str = "numpy", **transformer_options: Any) -> None:
+                 backend: str | None = None, **transformer_options: Any) -> None:
         missing = [t for t in (PAD, BOS, EOS) if t not in vocab.index]
         if missing or vocab.index[PAD] != 0:
             raise CharModelError(f"Seq2Seq: expected a vocabulary with {PAD} (id 0), {BOS} and {EOS}, received one "

@@ -189,7 +189,7 @@ class TrainResult:
 def train(env_id: str = DEFAULT_ENV, steps: int = 50_000, buffer_size: int = 100_000, learning_starts: int = 10_000,
           batch_size: int = 32, train_freq: int = 4, target_update: int = 8_000, learning_rate: float = LEARNING_RATE,
           gamma: float = 0.99, epsilon_end: float = 0.01, exploration_fraction: float = 0.1,
-          checkpoint_every: int = 50_000, seed: int = 0, backend: str = "numpy", out: str | Path | None = None,
+          checkpoint_every: int = 50_000, seed: int = 0, backend: str | None = None, out: str | Path | None = None,
           progress: bool = False, resume_from: str | Path | None = None) -> TrainResult:
     """Train a Nature DQN on an ALE game for ``steps`` environment steps (see the module docstring).
 
@@ -210,7 +210,7 @@ def train(env_id: str = DEFAULT_ENV, steps: int = 50_000, buffer_size: int = 100
             this fraction of ``steps`` (at most 250,000 steps).
         checkpoint_every: save ``dqn_atari.h5`` every this many steps (and at the end).
         seed: seeds the weights, the env and exploration.
-        backend: ``"numpy"`` or ``"cupy"``.
+        backend: ``"numpy"``, ``"cupy"`` or ``"auto"`` (default: ``$NG_BACKEND``, else numpy).
         out: a folder for ``dqn_atari.h5``, ``returns.png`` and ``returns.csv``; None writes nothing.
         progress: show ``train_dqn``'s progress bar.
         resume_from: a ``dqn_atari.h5`` to start from (both networks, Adam's state, the update
@@ -301,7 +301,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--exploration-fraction", type=float, default=0.1)
     parser.add_argument("--checkpoint-every", type=int, default=50_000)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--backend", choices=("numpy", "cupy", "auto"), default="numpy")
+    parser.add_argument("--backend", choices=("numpy", "cupy", "auto"), default=None,
+                        help="the transformer (default: $NG_BACKEND, else numpy)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="where dqn_atari.h5 and returns.png go")
     parser.add_argument("--progress", action="store_true")
     parser.add_argument("--resume", type=Path, default=None, help="start from this dqn_atari.h5")

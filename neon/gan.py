@@ -53,6 +53,7 @@ from .training import (
     ComputationCache,
     TrainingOwner,
     bind_optimizer,
+    default_backend,
     fit_loop,
     graph_updates,
     sample_placeholder,
@@ -80,7 +81,7 @@ class GAN(TrainingOwner):
             output; a list becomes a ``Sequential`` named ``discriminator``).
         noise_dim: the length of the noise axis.
         seed: seeds the training noise (``fit``).
-        backend: the transformer backend.
+        backend: the transformer backend (default: ``$NG_BACKEND``, else numpy; see ``Model``).
         **transformer_options: passed to ``ng.transformers.make_transformer``.
 
     Attributes:
@@ -91,7 +92,7 @@ class GAN(TrainingOwner):
     """
 
     def __init__(self, generator: Any, discriminator: Any, noise_dim: int = 100, seed: int = 0,
-                 backend: str = "numpy", **transformer_options: Any) -> None:
+                 backend: str | None = None, **transformer_options: Any) -> None:
         if isinstance(noise_dim, bool) or not isinstance(noise_dim, int) or noise_dim < 1:
             raise ModelError(f"GAN: noise_dim must be an int >= 1, received {noise_dim!r}")
         self.generator = _as_layer(generator, "generator")
@@ -102,7 +103,7 @@ class GAN(TrainingOwner):
         self.noise_dim = noise_dim
         self.seed = seed
         self.rng = np.random.default_rng(seed)
-        self.backend = backend
+        self.backend = default_backend(backend)
         self.transformer_options = transformer_options
         self.sample_shape: tuple[int, ...] | None = None
         self.epoch = 0

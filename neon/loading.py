@@ -36,7 +36,7 @@ _OTHER_OWNERS = {  # checkpoints whose first model record is not a layer: who wr
 }
 
 
-def load_model(path: str | Path, *, custom_objects: dict[str, type[Layer]] | None = None, backend: str = "numpy",
+def load_model(path: str | Path, *, custom_objects: dict[str, type[Layer]] | None = None, backend: str | None = None,
                **transformer_options: Any) -> Model:
     """Rebuild the ``Model`` saved by ``Model.save_params``: layers, weights, epoch and history.
 
@@ -44,7 +44,7 @@ def load_model(path: str | Path, *, custom_objects: dict[str, type[Layer]] | Non
         path: the checkpoint (HDF5).
         custom_objects: layer classes defined outside neon, by class name (a user's own layer
             is also found once its module is imported).
-        backend: the transformer backend of the new model (``"numpy"`` or ``"cupy"``).
+        backend: the transformer backend of the new model (default: ``$NG_BACKEND``, else numpy; see ``Model``).
         **transformer_options: passed to ``ng.transformers.make_transformer`` (``seed``...).
 
     Returns:

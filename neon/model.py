@@ -50,6 +50,7 @@ from .training import (
     ComputationCache,
     TrainingOwner,
     bind_optimizer,
+    default_backend,
     fit_loop,
     freeze,
     graph_updates,
@@ -67,7 +68,7 @@ class Model(ModelInspection, TrainingOwner, TapOwner):
     Args:
         layers: a list of layers, or one layer or container.
         backend: the transformer backend: ``"numpy"``, ``"cupy"`` (a GPU; raises without one) or ``"auto"``
-            (CuPy when a GPU is usable, else NumPy with a warning).
+            (CuPy when a GPU is usable, else NumPy with a warning); default: ``$NG_BACKEND``, else numpy.
         **transformer_options: passed to ``ng.transformers.make_transformer`` (``seed``...).
 
     Attributes:
@@ -85,7 +86,7 @@ class Model(ModelInspection, TrainingOwner, TapOwner):
         (5, 10)
     """
 
-    def __init__(self, layers: Any, backend: str = "numpy", **transformer_options: Any) -> None:
+    def __init__(self, layers: Any, backend: str | None = None, **transformer_options: Any) -> None:
         if isinstance(layers, (list, tuple)):
             from .containers import Sequential
 
@@ -94,7 +95,7 @@ class Model(ModelInspection, TrainingOwner, TapOwner):
             raise ModelError(f"Model: expected a layer or a list of layers, received {type(layers).__name__}")
         name_children([layers])  # an unnamed top layer is Sequential_0 in every model
         self.layers = layers
-        self.backend = backend
+        self.backend = default_backend(backend)
         self.transformer_options = transformer_options
         self.input_shape: tuple[int, ...] | None = None
         self.input_kind = "dense"  # or "frames" / "tokens": sequences with lengths (neon.inputs)

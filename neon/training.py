@@ -26,6 +26,7 @@ Example:
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -193,6 +194,22 @@ def _same(a: tuple, b: tuple) -> bool:
 
 
 # -- the transformer and checkpoints, alike for every model -----------------------------------------
+BACKEND_VARIABLE = "NG_BACKEND"
+
+
+def default_backend(backend: str | None = None) -> str:
+    """``backend``, or when None the ``NG_BACKEND`` environment variable, else ``"numpy"``.
+
+    ``neon train --backend cupy`` sets the variable for a recipe, so every model it builds runs on the GPU
+    without a flag of its own; ``"auto"`` takes the GPU when one is usable (``make_transformer``).
+
+    Example:
+        >>> default_backend(), default_backend("cupy")
+        ('numpy', 'cupy')
+    """
+    return backend if backend is not None else os.environ.get(BACKEND_VARIABLE, "").strip() or "numpy"
+
+
 class TrainingOwner:
     """One transformer holding a model's variables, the computations compiled on it, and restore.
 
@@ -221,7 +238,7 @@ class TrainingOwner:
 
     @property
     def transformer(self) -> Any:
-        """The transformer holding the variables (created on first use)."""
+        """The transformer holding the variables (created on first use, on ``backend``)."""
         if self._transformer is None:
             self._transformer = ng.transformers.make_transformer(self.backend, **self.transformer_options)
         return self._transformer

@@ -42,6 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
         "neon train char_seq2seq --epochs 4 --out out/s2s -- --task sort --n-train 10000 --n-test 300",
         "neon train resnet_cifar10 --epochs 182 --data-dir ~/data/cifar-10-batches-bin",
         "mpiexec -n 2 neon train resnet_cifar10 --distributed --epochs 3   # data-parallel over MPI",
+        "neon train resnet_cifar10 --backend cupy --epochs 3          # on a GPU (CuPy)",
         "neon train lstm_sentiment -- --help        # the recipe's own arguments",
     ], run_train)
     train.add_argument("recipe", help=f"one of: {', '.join(RECIPES)}")
@@ -51,6 +52,9 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--out", default=None, help="the folder the recipe writes its checkpoint and figures to")
     train.add_argument("--distributed", action="store_true", default=None,
                        help="data-parallel training over MPI (launch under mpiexec -n N; --batch-size is per rank)")
+    train.add_argument("--backend", choices=("numpy", "cupy", "auto"), default=None,
+                       help="the transformer every model of the recipe runs on (sets NG_BACKEND; cupy: a GPU, "
+                            "auto: the GPU when one is usable, else NumPy)")
 
     info = add_subcommand(parser, "info", "Summarize a saved model: layers, parameters, ops, memory plan.", [
         "neon info out/resnet_cifar10/resnet20.h5",

@@ -26,6 +26,7 @@ import contextlib
 import difflib
 import importlib
 import importlib.util
+import os
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -162,6 +163,25 @@ def train_arguments(name: str, parser: argparse.ArgumentParser, args: argparse.N
     return argv + list(extra)
 
 
+@contextlib.contextmanager
+def _backend(backend: str | None) -> Iterator[None]:
+    """``NG_BACKEND`` set to ``backend`` while the recipe runs (every ``Model`` it builds reads it), then restored."""
+    if backend is None:
+        yield
+        return
+    from neon.training import BACKEND_VARIABLE
+
+    before = os.environ.get(BACKEND_VARIABLE)
+    os.environ[BACKEND_VARIABLE] = backend
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(BACKEND_VARIABLE, None)
+        else:
+            os.environ[BACKEND_VARIABLE] = before
+
+
 def run_train(args: argparse.Namespace) -> int:
     """``neon train <recipe>``: run the recipe's ``main`` with the translated flags; its exit code.
 
@@ -183,7 +203,8 @@ def run_train(args: argparse.Namespace) -> int:
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else 2
     try:
-        code = module.main(argv)
+        with _backend(getattr(args, "backend", None)):
+            code = module.main(argv)
     except SystemExit as exc:  # a recipe may end with sys.exit(code)
         code = exc.code
     if code is None or isinstance(code, int):

@@ -38,7 +38,7 @@ from ..layers import Layer, training_mode
 from ..layers.serialization import deserialize_layer, serialize_layer
 from ..optimizers import Adam
 from ..saving import read_checkpoint, variable_keys
-from ..training import ComputationCache, TrainingOwner, bind_optimizer
+from ..training import ComputationCache, TrainingOwner, bind_optimizer, default_backend
 from .replay import Batch
 
 FEATURE_AXIS_NAMES = {1: ("F",), 2: ("H", "W"), 3: ("C", "H", "W")}
@@ -99,7 +99,7 @@ class DQNAgent(TrainingOwner):
         obs_scale: observations are multiplied by it in the graph (``1/255`` for uint8 frames).
         seed: seeds the initial weights (``neon.initializers.set_seed``, the generator initializers without
             a seed of their own share), the transformer and epsilon-greedy exploration.
-        backend: the transformer backend (``"numpy"`` or ``"cupy"``).
+        backend: the transformer backend (``"numpy"``, ``"cupy"``, ``"auto"``; default ``$NG_BACKEND``, else numpy).
 
     Attributes:
         online, target: the two ``Sequential`` networks; updates: the updates performed so far.
@@ -114,7 +114,7 @@ class DQNAgent(TrainingOwner):
 
     def __init__(self, layers: Any, obs_shape: tuple[int, ...], n_actions: int, optimizer: Any = None,
                  gamma: float = 0.99, double: bool = True, huber_delta: float = 1.0, batch_size: int = 64,
-                 obs_scale: float = 1.0, seed: int = 0, backend: str = "numpy") -> None:
+                 obs_scale: float = 1.0, seed: int = 0, backend: str | None = None) -> None:
         self.obs_shape = tuple(_positive_int("obs_shape entries", s) for s in obs_shape)
         if len(self.obs_shape) not in FEATURE_AXIS_NAMES:
             raise RLError(f"DQNAgent: expected observations of 1 to 3 dimensions, received shape {self.obs_shape}; "
@@ -136,7 +136,7 @@ class DQNAgent(TrainingOwner):
         self.target = deserialize_layer(config)
         self.optimizer = optimizer if optimizer is not None else Adam(1e-3, gradient_clip_norm=10.0)
         self.rng = np.random.default_rng(seed)
-        self.backend, self.transformer_options = backend, {"seed": seed}
+        self.backend, self.transformer_options = default_backend(backend), {"seed": seed}
         self.epoch, self.history, self.updates = 0, History(), 0
         self._train = ComputationCache()
         self._computations: dict[str, Any] = {}

@@ -275,6 +275,38 @@ def test_train_runs_a_tiny_recipe_into_out(tmp_path: Path, capsys: pytest.Captur
     assert (out / "reverse.h5").is_file()
 
 
+def test_train_backend_reaches_every_model_of_the_recipe(monkeypatch: pytest.MonkeyPatch,
+                                                        capsys: pytest.CaptureFixture) -> None:
+    """``--backend`` sets NG_BACKEND while the recipe runs (its models read it), then restores it; ``auto``
+    without a GPU trains on NumPy with a warning."""
+    import os
+
+    monkeypatch.setitem(sys.modules, "cupy", None)  # no CuPy: auto falls back
+    monkeypatch.delenv("NG_BACKEND", raising=False)
+    seen = []
+    real = ng.transformers.make_transformer
+
+    def spy(backend="numpy", **options):
+        seen.append((backend, os.environ.get("NG_BACKEND")))
+        return real(backend, **options)
+
+    monkeypatch.setattr(ng.transformers, "make_transformer", spy)
+    with pytest.warns(RuntimeWarning, match="running on NumPy"):
+        assert neon_main(["train", "char_seq2seq", "--epochs", "1", "--batch-size", "32", "--backend", "auto", "--",
+                          "--task", "reverse", "--n-train", "32", "--n-test", "4", "--hidden", "8"]) == 0
+    assert seen and all(s == ("auto", "auto") for s in seen)  # every transformer the recipe made
+    assert "NG_BACKEND" not in os.environ
+    assert neon_main(["train", "char_seq2seq", "--backend", "tpu"]) == 2
+    assert "invalid choice: 'tpu'" in capsys.readouterr().err
+
+
+def test_model_backend_defaults_to_ng_backend(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NG_BACKEND", "cupy")
+    assert Model([Affine(2)]).backend == "cupy" and Model([Affine(2)], backend="numpy").backend == "numpy"
+    monkeypatch.setenv("NG_BACKEND", " ")
+    assert Model([Affine(2)]).backend == "numpy"
+
+
 def test_an_unknown_recipe_exits_2_with_suggestions(capsys: pytest.CaptureFixture) -> None:
     assert neon_main(["train", "char_seq2seqq"]) == 2
     err = capsys.readouterr().err
