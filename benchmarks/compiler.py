@@ -5,6 +5,10 @@
   being measured); microseconds per executed step = call time / ops in the plan.
 * compile: time to compile a 1,000-op graph with every pass on (passes, linearize,
   memory plan, code generation), and with ``optimize=False``.
+* first_step: a ResNet-20 training step (``resnet_step.py``), from nothing to the end of its
+  first call, each in a fresh process: NumPy kernels; ``NG_KERNELS=numba`` with an empty kernel
+  cache (numba compiles every fused program); and again with the cache the previous process
+  left (what a second run of a program pays).
 
 Usage: ``python benchmarks/compiler.py [--threads 1]`` prints one JSON line per figure.
 """
@@ -13,8 +17,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
+from pathlib import Path
 
 from harness import pin_threads
 
@@ -67,15 +76,46 @@ def compile_time(n_ops: int, optimize: bool, repeats: int) -> dict:
             "target_s": 0.5}
 
 
+def first_step_child() -> None:
+    """In this process: build, compile and run one ResNet-20 training step; print its seconds as JSON."""
+    start = time.perf_counter()
+    import resnet_step
+
+    step, _ = resnet_step.build_ngraph(1)
+    step()
+    print(json.dumps({"seconds": time.perf_counter() - start}))
+
+
+def first_step(threads: int) -> list[dict]:
+    """``first_step`` figures: NumPy, numba with a cold cache, numba with the cache it left (fresh processes)."""
+    rows = []
+    with tempfile.TemporaryDirectory() as cache:
+        for label, kernels in (("numpy", "numpy"), ("numba, empty cache", "numba"), ("numba, warm cache", "numba")):
+            env = {**os.environ, "NG_KERNELS": kernels, "NG_CACHE_DIR": cache,
+                   "OMP_NUM_THREADS": str(threads), "OPENBLAS_NUM_THREADS": str(threads)}
+            done = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--first-step-child"], env=env,
+                                  capture_output=True, text=True, cwd=Path(__file__).resolve().parent, check=True)
+            seconds = json.loads(done.stdout.strip().splitlines()[-1])["seconds"]
+            rows.append({"figure": "first_step", "model": "resnet20 training step", "kernels": label,
+                         "seconds": round(seconds, 2)})
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--ops", type=int, default=1000)
+    parser.add_argument("--first-step-child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     pin_threads(args.threads)
+    if args.first_step_child:
+        first_step_child()
+        return
     print(json.dumps(dispatch(args.ops, calls=200)))
     for optimize in (True, False):
         print(json.dumps(compile_time(args.ops, optimize, repeats=5)))
+    for row in first_step(args.threads):
+        print(json.dumps(row))
 
 
 if __name__ == "__main__":
