@@ -158,6 +158,8 @@ class Transformer:
     xp: Any = None
     # kernels this backend replaces (a backend overrides only what differs from kernels.KERNELS)
     kernel_overrides: dict[OpType, Any] = {}
+    # the im2col the convolution kernels use (None: the shared one; see KernelContext.im2col)
+    im2col: Any = None
 
     def __init__(self, float_dtype: str = "float32", seed: int | None = 0, optimize: bool = True,
                  extra_rules: Any = None, profile: bool = False, communicator: Any = None,
@@ -438,7 +440,7 @@ class Transformer:
     def _build(self, graph: CompiledGraph, placeholders: Sequence[Op],
                workspace: Workspace | None = None, on_device: bool = False) -> tuple[str, Callable[..., tuple]]:
         kc = KernelContext(self.xp, self.dtype_of, self.generator_for, workspace, self._subgraph,
-                           communicator=self.communicator)
+                           communicator=self.communicator, im2col=self.im2col)
         buffer_of, env = self._buffers(graph)
         names: dict[Op, str] = {}
         # (code, comment) pairs: the code is made only of generated identifiers; the comment

@@ -36,7 +36,7 @@ import numpy as np
 
 from ..errors import BackendUnavailableError, UnsupportedOpError
 from ..ir import Op, OpType, owns_buffer
-from . import cuda_ctc, cuda_fused
+from . import cuda_ctc, cuda_fused, cuda_im2col
 from .base import Transformer, register_transformer
 
 _NUMPY_HINT = "use make_transformer('numpy') (or backend='auto', which falls back to NumPy)"
@@ -100,6 +100,8 @@ class CupyTransformer(Transformer):
     # lone float element-wise ops are one-step generated kernels too
     kernel_overrides = {**{kind: cuda_fused.elementwise for kind in cuda_fused.SUPPORTED},
                         OpType.FUSED: cuda_fused.fused, OpType.CTC: cuda_ctc.ctc, OpType.CTC_GRAD: cuda_ctc.ctc_grad}
+    # the convolutions' col matrix in one CUDA launch, read through the input's strides
+    im2col = staticmethod(cuda_im2col.make_im2col)
 
     def __init__(self, device_arrays: bool = False, cuda_graphs: bool | None = None, **options: Any) -> None:
         self.xp = load_cupy()

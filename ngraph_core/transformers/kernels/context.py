@@ -77,6 +77,8 @@ class KernelContext:
             current one, ``ng.distributed.current()``, when the kernel is made).
         pending: requests that ``allreduce_start`` kernels started and the matching
             ``allreduce_wait`` kernels complete, keyed by the start op (one dict per computation).
+        im2col: the backend's im2col maker, ``(xp, x_axes, fshape, conv_arg, dtype, x_dtype) -> Im2col``
+            (None: the shared ``kernels/conv.Im2col``; the CuPy transformer gives a CUDA kernel's).
 
     Calling convention: a kernel for an op that owns a buffer (not in
     ``OpGroup.NO_BUFFER``) is called as ``kernel(out, *inputs)`` and writes its value
@@ -91,6 +93,7 @@ class KernelContext:
     compile_subgraph: Callable[[Any], Callable[..., tuple]] | None = None
     communicator: Any = None
     pending: dict[Op, Any] = field(default_factory=dict, compare=False)
+    im2col: Callable[..., Any] | None = None
 
     def subgraph(self, graph: Any) -> Callable[..., tuple]:
         """``graph`` (an ``ir.Graph``) compiled once on this transformer: a function from one array per

@@ -223,7 +223,7 @@ def conv_into(x: Op, w: Op, arg: ConvArg, dtype: str, kc: KernelContext) -> Call
     """
     xp = kc.xp
     wr = filter_roles(w.axes, "conv")
-    im2col = Im2col(xp, x.axes, wr.spatial.lengths, arg, dtype, kc.dtype_of(x))
+    im2col = (kc.im2col or Im2col)(xp, x.axes, wr.spatial.lengths, arg, dtype, kc.dtype_of(x))
     rows, k, groups = im2col.rows // arg.groups, wr.out_channels.length, arg.groups
     views = kc.scratch().request(im2col.specs)
 
@@ -246,7 +246,7 @@ def conv_bprop_filter(op: Op, kc: KernelContext) -> Kernel:
     xp, dtype, arg = kc.xp, kc.dtype_of(op), op.arg
     x, dy = op.src
     wr = filter_roles(op.axes, "conv_bprop_filter")
-    im2col = Im2col(xp, x.axes, wr.spatial.lengths, arg, dtype, kc.dtype_of(x))
+    im2col = (kc.im2col or Im2col)(xp, x.axes, wr.spatial.lengths, arg, dtype, kc.dtype_of(x))
     rows, k, groups = im2col.rows // arg.groups, wr.out_channels.length, arg.groups
     first = im2col.out_lengths[0]
     dy_roles = activation_roles(dy.axes, "conv_bprop_filter")
@@ -307,7 +307,7 @@ def _bprop_data_as_convolution(op: Op, kc: KernelContext, full: ConvArg) -> Kern
     fshape, groups = wr.spatial.lengths, full.groups
     ci, k, c = wr.in_channels.length, wr.out_channels.length, xr.channel.length
     rank = len(fshape)
-    im2col = Im2col(xp, dy.axes, fshape, full, dtype, kc.dtype_of(dy))
+    im2col = (kc.im2col or Im2col)(xp, dy.axes, fshape, full, dtype, kc.dtype_of(dy))
     scratch = _Scratch()
     col_part = scratch.extend(im2col.specs)
     flipped = scratch.add((k // groups, *fshape, groups, ci), dtype)
