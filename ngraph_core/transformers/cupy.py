@@ -95,9 +95,8 @@ class CupyTransformer(Transformer):
     """
 
     name = "cupy"
-    # one generated CUDA kernel per fused program (the shared kernel would launch once per step), and
-    # CTC as three launches (the shared kernel launches a dozen per frame)
-    # lone float element-wise ops are one-step generated kernels too
+    # one generated CUDA kernel per fused program (the shared kernel would launch once per step) and per
+    # lone float element-wise op; CTC as three launches (the shared kernel launches a dozen per frame)
     kernel_overrides = {**{kind: cuda_fused.elementwise for kind in cuda_fused.SUPPORTED},
                         OpType.FUSED: cuda_fused.fused, OpType.CTC: cuda_ctc.ctc, OpType.CTC_GRAD: cuda_ctc.ctc_grad}
     # the convolutions' col matrix in one CUDA launch, read through the input's strides
