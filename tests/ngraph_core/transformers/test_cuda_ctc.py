@@ -6,27 +6,20 @@ the same kernels on a device (``tests/ngraph_core/test_backends.py``)."""
 from __future__ import annotations
 
 import ctypes
-import shutil
-import subprocess
 
 import numpy as np
 import pytest
+from nvcc_helper import build_library, needs_nvcc
 from test_ctc import random_batch, run_ours
 
 from ngraph_core.transformers import cuda_ctc
 
-NVCC = shutil.which("nvcc")
-pytestmark = pytest.mark.skipif(NVCC is None, reason="nvcc (the CUDA compiler) is not on PATH")
+pytestmark = needs_nvcc
 
 
 @pytest.fixture(scope="module")
 def library(tmp_path_factory: pytest.TempPathFactory) -> ctypes.CDLL:
-    folder = tmp_path_factory.mktemp("ctc")
-    (folder / "ctc.cu").write_text(cuda_ctc.source(host=True))
-    built = subprocess.run([NVCC, "-shared", "-Xcompiler", "-fPIC", "-arch=sm_90", "-o", str(folder / "ctc.so"),
-                            str(folder / "ctc.cu")], capture_output=True, text=True, timeout=600)
-    assert built.returncode == 0, f"nvcc rejected the CTC source:\n{built.stderr[-4000:]}"
-    return ctypes.CDLL(str(folder / "ctc.so"))
+    return build_library(cuda_ctc.source(host=True), tmp_path_factory.mktemp("ctc"), "ctc")
 
 
 def run_host(lib: ctypes.CDLL, b: dict[str, np.ndarray], blank: int, dtype: str,

@@ -12,12 +12,11 @@ through ``cupy.ElementwiseKernel`` on a device (``tests/ngraph_core/test_backend
 from __future__ import annotations
 
 import ctypes
-import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
+from nvcc_helper import build_library, needs_nvcc
 from op_helper import make_inputs
 from test_ops import FUSED_CASES
 
@@ -31,8 +30,6 @@ from ngraph_core.transformers.cuda_fused import (
     unsupported_reason,
 )
 
-NVCC = shutil.which("nvcc")
-needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc (the CUDA compiler) is not on PATH")
 DTYPES = ("float32", "float64")
 
 
@@ -112,13 +109,8 @@ def library(tmp_path_factory: pytest.TempPathFactory) -> tuple[ctypes.CDLL, dict
     for j, op in enumerate(_model_programs()):
         for dtype in DTYPES:
             sources[f"model{j}", dtype] = cuda_source(op.arg, dtype)
-    folder = tmp_path_factory.mktemp("cuda")
-    unit = folder / "fused.cu"
-    unit.write_text(translation_unit(list(dict.fromkeys(sources.values())), host=True))
-    built = subprocess.run([NVCC, "-shared", "-Xcompiler", "-fPIC", "-arch=sm_90", "-o", str(folder / "fused.so"),
-                            str(unit)], capture_output=True, text=True, timeout=600)
-    assert built.returncode == 0, f"nvcc rejected the generated source:\n{built.stderr[-4000:]}"
-    return ctypes.CDLL(str(folder / "fused.so")), sources
+    unit = translation_unit(list(dict.fromkeys(sources.values())), host=True)
+    return build_library(unit, tmp_path_factory.mktemp("cuda"), "fused"), sources
 
 
 def _host_run(lib: ctypes.CDLL, src: CudaSource, values: list[np.ndarray], shape: tuple, dtype: str) -> np.ndarray:
@@ -158,12 +150,7 @@ def test_nan_and_infinity_semantics(tmp_path: Path) -> None:
              ng.minimum(a, inf) - ng.maximum(b, -inf), ng.where(a, a, b)]
     programs = [fuse_elementwise([term * 1.0 + 0.25])[0] for term in terms]
     sources = [cuda_source(p.arg, "float64") for p in programs]
-    unit = tmp_path / "nan.cu"
-    unit.write_text(translation_unit(sources, host=True))
-    built = subprocess.run([NVCC, "-shared", "-Xcompiler", "-fPIC", "-o", str(tmp_path / "nan.so"), str(unit)],
-                           capture_output=True, text=True, timeout=600)
-    assert built.returncode == 0, built.stderr[-4000:]
-    lib = ctypes.CDLL(str(tmp_path / "nan.so"))
+    lib = build_library(translation_unit(sources, host=True), tmp_path, "nan", arch=None)
     av = np.array([np.nan, 1.0, -2.0, -0.0, 5.0, np.inf, -3.0])
     bv = np.array([1.0, np.nan, 2.0, 0.5, -2.0, 1.0, 2.0])
     with ng.transformers.make_transformer(float_dtype="float64") as t, np.errstate(invalid="ignore", over="ignore"):

@@ -6,29 +6,22 @@ the convolutions through it (``tests/ngraph_core/test_backends.py``)."""
 from __future__ import annotations
 
 import ctypes
-import shutil
-import subprocess
 
 import numpy as np
 import pytest
+from nvcc_helper import build_library, needs_nvcc
 
 import ngraph_core as ng
 from ngraph_core.ir.conv import ConvArg
 from ngraph_core.transformers import cuda_im2col
 from ngraph_core.transformers.kernels.conv import Im2col
 
-NVCC = shutil.which("nvcc")
-pytestmark = pytest.mark.skipif(NVCC is None, reason="nvcc (the CUDA compiler) is not on PATH")
+pytestmark = needs_nvcc
 
 
 @pytest.fixture(scope="module")
 def library(tmp_path_factory: pytest.TempPathFactory) -> ctypes.CDLL:
-    folder = tmp_path_factory.mktemp("im2col")
-    (folder / "im2col.cu").write_text(cuda_im2col.source(host=True))
-    built = subprocess.run([NVCC, "-shared", "-Xcompiler", "-fPIC", "-arch=sm_90", "-o", str(folder / "im2col.so"),
-                            str(folder / "im2col.cu")], capture_output=True, text=True, timeout=600)
-    assert built.returncode == 0, f"nvcc rejected the im2col source:\n{built.stderr[-4000:]}"
-    return ctypes.CDLL(str(folder / "im2col.so"))
+    return build_library(cuda_im2col.source(host=True), tmp_path_factory.mktemp("im2col"), "im2col")
 
 
 CASES = [  # (C, spatial lengths, N, filter, strides, padding, dilation, axes order)
