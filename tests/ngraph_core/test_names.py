@@ -199,6 +199,30 @@ def test_plan_never_holds_user_text_even_past_validation(monkeypatch: pytest.Mon
     assert "\\n__import__" in f.source  # the shown plan escapes the newline
 
 
+def test_fused_program_source_holds_no_user_text(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fused kernel's generated function (``kernels/fused._single_block``): names holding quotes and code
+    on the fused ops (control characters are refused when the fused op is named: test above) and odd
+    constants (inf, NaN, a long fraction) never reach its text."""
+    import re
+
+    monkeypatch.delenv(MARK, raising=False)
+    x = ng.placeholder([_N()], name="x")
+    a = ng.tanh(x * float("inf") + 0.1234567890123) * 2.0
+    y = ng.minimum(a, float("nan")) - x
+    for op, payload in ((a, "'"), (y, '")')):
+        object.__setattr__(op, "meta", Meta(name=hostile(payload), labels={hostile(payload)}))
+    with ng.transformers.make_transformer() as t, np.errstate(all="ignore"):
+        f = t.computation(y, x)
+        f(np.ones(3))
+        (fused,) = [op for op in f.graph.order if op.op is ng.OpType.FUSED]
+        kernel = f._fn.__globals__[next(k for k in f._fn.__globals__ if k.startswith("fused"))]
+    assert MARK not in os.environ
+    code = kernel.source
+    assert len(fused.arg.steps) >= 4 and code.count("\n") == len(fused.arg.steps) + 2
+    assert re.fullmatch(r"[A-Za-z0-9_(), :\n]*", code), code  # identifiers, commas and parentheses only
+    assert "import" not in code and "inf" not in code and "nan" not in code
+
+
 def test_check_name_rules() -> None:
     assert check_name("conv1/W é 名", "op name") == "conv1/W é 名"
     for bad in ("", None, 3, "a\tb", "a\u202eb", "x" * 257):

@@ -84,7 +84,7 @@ def erf_into(xp: Any, out: Any, x: Any) -> Any:
         ``out``.
 
     Example:
-        >>> erf_into(np, np.empty(3), np.array([-1.0, 0.0, 2.0]))  # [-0.8427..., 0., 0.9953...]
+        >>> erf_into(xp, xp.empty(3), xp.asarray([-1.0, 0.0, 2.0]))  # [-0.8427..., 0., 0.9953...]
     """
     y = xp.abs(x)
     small = _small(xp, xp.clip(x, -SMALL, SMALL))

@@ -169,7 +169,9 @@ def _single_block(steps: list, temps: list[Any], head: Callable[..., Any] | None
         lines.append(f"    f{j}({'out' if dest is None else f't{dest}'}, {', '.join(args)})")
     code = f"def single_block_kernel(out, {', '.join(params)}):\n" + "\n".join(lines) + "\n    return out\n"
     exec(compile(code, "<ngraph fused program>", "exec"), env)  # noqa: S102 - generated names only
-    return env["single_block_kernel"]
+    kernel = env["single_block_kernel"]
+    kernel.source = code  # shown for debugging and checked by the tests: generated identifiers only
+    return kernel
 
 
 def _value(ref: tuple, values: Sequence[Any], out_block: Any, temps: Sequence[Any], s: int = 0,
