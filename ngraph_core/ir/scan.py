@@ -21,6 +21,9 @@ float pack, such as a per-step argmax, is exact below 2**24 in float32), in this
 4. the stacked *kept* values (``n_keep``, only with ``save_states``): body intermediates
    (the gate activations ``sigmoid``/``tanh``) that the body returns after its new states,
    so the gradient reads them instead of recomputing them (and the gate matmul before them).
+   They are stacked with the recurrent axis *first* (``kept_axes``): only the reverse scan
+   reads them, a step at a time, and a step's values are then one contiguous block (measured:
+   the reverse step's element-wise programs ran 3x faster than on slices strided by T*N).
 
 With lengths, the results that have the batch axis of the lengths are masked per example
 (past its end a state keeps its value, an output is zero); a result without it is not
@@ -60,6 +63,15 @@ def stacked_axes(axes: Axes, axis: Axis) -> Axes:
     items = list(axes)
     at = next((i for i, a in enumerate(items) if a.is_batch), len(items))
     return Axes(items[:at] + [axis] + items[at:])
+
+
+def kept_axes(axes: Axes, axis: Axis) -> Axes:
+    """``axes`` with the recurrent ``axis`` first: how kept values are stacked (step ``t`` is contiguous).
+
+    Example:
+        >>> kept_axes(Axes([H, N]), REC)   # [REC, H, N]
+    """
+    return Axes([axis, *axes])
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +124,7 @@ class ScanArg:
         return ([(s.axes, s.dtype) for s in states]
                 + [(stacked_axes(o.axes, self.axis), o.dtype) for o in outs]
                 + [(stacked_axes(s.axes, self.axis), s.dtype) for s in saved]
-                + [(stacked_axes(k.axes, self.axis), k.dtype) for k in self.kept()])
+                + [(kept_axes(k.axes, self.axis), k.dtype) for k in self.kept()])
 
     def kept(self) -> tuple[Op, ...]:
         """The body's kept intermediates (its last ``n_keep`` roots)."""

@@ -4,8 +4,8 @@ inlined, and the value-forwarding ops (``sequential``, ``custom_gradient``).
 A ``scan`` becomes one Scan node. Its states are our carried states (plus a step counter when
 the scan has valid lengths), its scan inputs our sequences (``scan_input_axes``: where the
 recurrent axis sits), its scan outputs the results the graph reads: stacked step outputs,
-pre-step states, kept values (``scan_output_axes``: the recurrent axis just before ``N``, as
-``ir/scan.py`` stacks them). Extras (loop-invariant inputs) are read from the enclosing graph
+pre-step states, kept values (``scan_output_axes``: where ``ir/scan.py`` stacks the recurrent
+axis: just before ``N``, and first for kept values). Extras (loop-invariant inputs) are read from the enclosing graph
 by name, which ONNX allows for sub-graphs. Reverse scans iterate and stack in reverse.
 
 Valid lengths are our masking rule written out: with the counter ``t`` and ``mask = t <
@@ -19,7 +19,7 @@ import numpy as np
 from onnx import TensorProto, helper
 
 from ...ir import Op, OpType
-from ...ir.scan import ScanArg, stacked_axes
+from ...ir.scan import ScanArg
 from .export_context import Converter, Emitter, GraphScope, Value, unsupported
 
 
@@ -87,7 +87,7 @@ def _scan(em: Emitter, op: Op) -> Value:
             if kind != "saved":
                 name = _masked(em, name, value_op, mask, em.const(np.asarray(0, dtype=value_op.dtype), "zero"))
             _body_output(em, body, name, value_op)
-            stacked = stacked_axes(value_op.axes, arg.axis)
+            stacked, _ = arg.result_types()[index]
             output_axes.append(stacked.index(arg.axis))
     graph = helper.make_graph(body.nodes, base, body.inputs, body.outputs)
     counter_init = [] if lengths is None else [em.const(np.asarray(steps - 1 if arg.reverse else 0, np.int64),
