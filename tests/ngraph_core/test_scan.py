@@ -234,6 +234,42 @@ def test_compile_time_and_op_count_do_not_grow_with_length() -> None:
     assert long[0] < 1.5 * short[0] + 0.005, f"compile {long[0]:.4f}s at T=200 vs {short[0]:.4f}s at T=10"
 
 
+def _gated(steps: int) -> tuple[ng.Op, ng.Op, ng.Op, ng.Op]:
+    """(final, ys, x, h0) of ``h_t = sigmoid(x_t) * tanh(x_t + h) + 0.5 h``: its sigmoid and tanh are kept."""
+    x, h0 = ng.placeholder([H, rec(steps), N], name="x"), ng.placeholder([H, N], name="h0")
+
+    def step(x_t: ng.Op, h: ng.Op) -> tuple[list[ng.Op], list[ng.Op]]:
+        new = ng.sigmoid(x_t) * ng.tanh(x_t + h) + h * 0.5
+        return [new], [new]
+
+    (final,), (ys,) = ng.scan(step, [x], [h0], rec(steps))
+    return final, ys, x, h0
+
+
+def test_gradient_values_are_stacked_step_major() -> None:
+    """Pre-step states and kept values put REC first (a step is one contiguous block for the reverse
+    scan), user outputs keep REC just before N, and the gradient through them is right."""
+    final, ys, x, h0 = _gated(5)
+    r_ys = rng.standard_normal((3, 5, 3))
+    loss = ng.sum(final) + ng.sum(ys * ng.constant(r_ys, ys.axes))
+    grads = ng.gradients(loss, [x, h0])
+    forward = next(o.arg for o in ng.ordered_ops(grads) if o.op is OpType.SCAN and o.arg.save_states)
+    assert forward.n_keep == 2  # the sigmoid and the tanh
+    types = forward.result_types()
+    n_state, n_out = forward.n_state, forward.n_out
+    assert [a.name for a in types[n_state][0]] == ["H", "REC", "N"]  # the user's stacked output
+    assert [[a.name for a in axes] for axes, _ in types[n_state + n_out:]] == [["REC", "H", "N"]] * 3
+    feeds = [rng.standard_normal((3, 5, 3)), rng.standard_normal((3, 3))]
+    with ng.transformers.make_transformer(float_dtype="float64") as t:
+        got = t.computation(grads, x, h0)(*feeds)
+        loss_fn = t.computation(loss, x, h0)
+        for i, g in enumerate(got):
+            def write(v: np.ndarray, i: int = i) -> None:
+                feeds[i] = v
+            want = _finite_differences(lambda: float(loss_fn(*feeds)), feeds[i].copy(), write)
+            np.testing.assert_allclose(g, want, rtol=1e-6, atol=1e-8)
+
+
 # -- serialization and verify ----------------------------------------------------------------------------
 
 
