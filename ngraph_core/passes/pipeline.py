@@ -33,6 +33,7 @@ from .fusion import fuse_elementwise
 from .layout import layout
 from .linearize import control_dependencies, linearize, snapshot_reads, values_into_variables
 from .memory import MemoryPlan, can_run_in_place, plan_memory
+from .scan_layout import step_major_sequences
 from .scan_prune import prune_scans
 from .simplify import simplify
 
@@ -50,6 +51,7 @@ TRAINING: tuple[str, ...] = (
     "bucket_allreduce",  # allreduces fused into buckets, started as backward makes them ready
     "decompose",         # ops the backend has no kernel for -> ops it has (none on numpy, cupy)
     "layout",            # needless transposes removed or sunk
+    "scan_layout",       # element-wise scan sequences computed recurrent-axis-first (one block a step)
     "fuse_elementwise",  # element-wise chains (+ a dot/conv head) -> one kernel
 )
 INFERENCE: tuple[str, ...] = (
@@ -62,6 +64,7 @@ INFERENCE: tuple[str, ...] = (
     "bucket_allreduce",
     "decompose",
     "layout",
+    "scan_layout",
     "fuse_elementwise",
 )
 
@@ -135,6 +138,7 @@ def _make_pass(name: str, kernels: KernelTable | None, kernel_context: ContextFa
         "prune_scans": prune_scans,
         "bucket_allreduce": bucket_allreduce,
         "layout": layout,
+        "scan_layout": step_major_sequences,
         "fuse_elementwise": fuse_elementwise,
     }[name]
 

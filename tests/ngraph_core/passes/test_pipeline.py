@@ -169,7 +169,8 @@ def names(backend: str = "numpy", mode: str = "training", **options) -> list[str
 
 
 def test_training_and_inference_lists_differ_only_by_batch_norm_folding():
-    training = ["simplify", "fold", "cse", "dce", "prune_scans", "bucket_allreduce", "layout", "fuse_elementwise"]
+    training = ["simplify", "fold", "cse", "dce", "prune_scans", "bucket_allreduce", "layout", "scan_layout",
+                "fuse_elementwise"]
     assert names("numpy", "training") == training
     assert names("numpy", "inference") == training[:2] + ["fold_batch_norm"] + training[2:]
     assert names("cupy", "training") == training and names("cupy", "inference") == names("numpy", "inference")

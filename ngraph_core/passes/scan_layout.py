@@ -1,0 +1,74 @@
+"""Scan sequence layout: an element-wise sequence a scan reads is computed with the recurrent axis first.
+
+A scan reads each sequence one step at a time, ``x[..., t, ...]``. With the recurrent axis
+in the middle (``[G, REC, N]``, how ``dot(W_x, x)`` of a ``[F, REC, N]`` input comes out) a
+step is ``G`` rows of ``N`` values, ``T*N`` values apart: every row is on another page, and
+the hardware prefetcher, which stops at page boundaries, fetches none of them. When such a
+sequence is computed by an element-wise op (the input projection plus its bias, say), this
+pass has the op write its result with the recurrent axis first instead (its operands are
+read through strided views, once, in one pass that runs anyway); the scan then slices one
+contiguous block per step, and any other reader sees the result through a reorder view.
+Sequences that are placeholders, variables or views are left as they are: a reorder of them
+would be a copy this pass does not add.
+
+Measured (2026-11-25, AMD EPYC, one core, the issue-10 LSTM step): the step's ``x_t + W_h h``
+add went from ~40 to ~20 us a step.
+"""
+
+from __future__ import annotations
+
+from .. import api as ng
+from ..ir import Axes, Op, OpGroup, OpType, make, rebuild, toposort
+
+
+def _step_major(op: Op, axis_name: str) -> Axes:
+    """``op``'s axes with the recurrent axis (``axis_name``) moved first."""
+    rec = next(a for a in op.axes if a.name == axis_name)
+    return Axes([rec, *(a for a in op.axes if a.name != axis_name)])
+
+
+def _targets(order: list[Op]) -> dict[Op, str]:
+    """Element-wise ops some scan reads as a sequence with its recurrent axis not first -> that axis' name."""
+    found: dict[Op, str] = {}
+    for op in order:
+        if op.op is not OpType.SCAN:
+            continue
+        name = op.arg.axis.name
+        for seq in op.src[:op.arg.n_seq]:
+            if seq.op in OpGroup.ELEMENTWISE and seq.axes.index(name) != 0 and found.get(seq, name) == name:
+                found[seq] = name
+    return found
+
+
+def _operand(x: Op, axes: Axes) -> Op:
+    """``x`` viewed in the order ``axes`` (a broadcast's own source is broadcast straight there)."""
+    if x.op is OpType.BROADCAST and not x.axes.same_set(x.src[0].axes):
+        return ng.broadcast_to(x.src[0], axes)
+    return ng.broadcast_to(x, axes)
+
+
+def step_major_sequences(roots: list[Op]) -> list[Op]:
+    """``roots`` with each element-wise scan sequence computed recurrent-axis-first (module docstring)."""
+    order = toposort(roots)
+    targets = _targets(order)
+    if not targets:
+        return roots
+    computed: dict[Op, Op] = {}  # the reorder view a target became -> its step-major op
+
+    def rewrite(op: Op, cur: Op) -> Op:
+        if op in targets and all(s.axes == cur.axes for s in cur.src):
+            axes = _step_major(cur, targets[op])
+            major = make(cur.op, [_operand(s, axes) for s in cur.src], arg=cur.arg, dtype=cur.dtype,
+                         name=cur.meta.name)
+            view = ng.broadcast_to(major, cur.axes)
+            computed[view] = major
+            return view
+        if cur.op is OpType.SCAN:
+            n_seq = cur.arg.n_seq
+            src = [computed.get(s, s) for s in cur.src[:n_seq]] + list(cur.src[n_seq:])
+            if any(a is not b for a, b in zip(src, cur.src)):
+                return cur.replace(src=tuple(src))
+        return cur
+
+    new = rebuild(order, rewrite)
+    return [new[r] for r in roots]
