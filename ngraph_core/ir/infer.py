@@ -199,7 +199,13 @@ def _dot(src, arg, axes, dtype):
     a, b = src
     a.axes.check_compatible(b.axes)
     shared = a.axes & b.axes
-    return (a.axes - shared) + (b.axes - shared), promote(a.dtype, b.dtype)
+    out = (a.axes - shared) + (b.axes - shared)
+    if axes is not None and axes != out:  # a chosen output order (passes/scan_layout): the same axes, permuted
+        if not axes.same_set(out):
+            raise AxesError(f"dot: output axes {format_axes(axes)} are not a reordering of {format_axes(out)}; "
+                            "hint: a dot's output holds a's free axes and b's free axes, in any order")
+        out = axes
+    return out, promote(a.dtype, b.dtype)
 
 
 def lookup_axes(table: Axes, name: Any, ids: Op, what: str) -> Axes:

@@ -40,8 +40,13 @@ class Computation:
     """
 
     def __init__(self, transformer: Transformer, results: Sequence[Op], placeholders: Sequence[Op],
-                 single: bool, mode: str = "training", on_device: bool = False) -> None:
+                 single: bool, mode: str = "training", on_device: bool = False,
+                 into: tuple[tuple[int, bool], ...] = ()) -> None:
         self.transformer = transformer
+        # results a caller offers to hand a buffer for, as (result index, that buffer is C-contiguous);
+        # ``accepted_into`` says which the plan writes straight into (``Transformer._build``)
+        self.into = into
+        self.accepted_into: tuple[int, ...] = ()
         self.placeholders = tuple(placeholders)
         self.single = single
         self.on_device = on_device  # a sub-graph's results stay backend arrays (its caller copies them at once)
@@ -62,7 +67,9 @@ class Computation:
                                                   transformer.dtype_of, backend=transformer.name, mode=self.mode,
                                                   kernels=KERNELS, kernel_context=KernelContext)
         self.workspace = Workspace(transformer.xp)
-        self.source, self._fn = transformer._build(self.graph, self.placeholders, self.workspace, self.on_device)
+        self.source, self._fn = transformer._build(self.graph, self.placeholders, self.workspace, self.on_device,
+                                                   self.into)
+        self.accepted_into = getattr(self._fn, "accepted_into", ())
         if tapped:
             self._fn = self._with_taps(self._fn, [(results.index(op), op) for op in tapped])
 
@@ -127,9 +134,8 @@ class Computation:
         """
         subgraphs = {g for op in self.graph.order for g in subgraphs_of(op)}
         inner = 0
-        for graph in subgraphs:  # compiled when this computation's kernels were made
-            comp = self.transformer._subgraphs.get(graph)
-            if comp is not None:
+        for key, comp in self.transformer._subgraphs.items():  # compiled when our kernels were made
+            if (key[0] if isinstance(key, tuple) else key) in subgraphs:
                 report = comp.memory_report()
                 inner += report.arena_bytes + report.workspace_bytes + report.subgraph_bytes
         return dataclasses.replace(self.graph.memory.report(), workspace_bytes=self.workspace_bytes,
@@ -181,7 +187,8 @@ class Transformer:
             else PatternMatcher(extra_rules)
         self._storage: dict[Op, Any] = {}
         self._computations: list[Computation] = []
-        self._subgraphs: dict[Graph, Computation] = {}
+        # a body -> its plan; (body, what it writes into) -> the plan that takes those buffers
+        self._subgraphs: dict[Graph | tuple[Graph, tuple], Computation] = {}
         self._closed = False
         self._generators: dict[str, Any] = {}
         self._pending_random_state: dict[str, Any] = {}
@@ -257,12 +264,22 @@ class Transformer:
             )
         storage[...] = self.xp.asarray(array, dtype=storage.dtype)
 
-    def _subgraph(self, graph: Graph) -> Callable[..., tuple]:
-        """``graph`` compiled once on this transformer (its variables are the transformer's)."""
-        comp = self._subgraphs.get(graph)
+    def _subgraph(self, graph: Graph, into: tuple[tuple[int, bool], ...] = ()) -> Callable[..., tuple]:
+        """``graph`` compiled once on this transformer (its variables are the transformer's).
+
+        ``into`` lists the roots the caller can hand a buffer for, as (root index, that buffer is
+        C-contiguous); the function then takes one more argument per root it accepts (its
+        ``accepted_into``, in order), and writes those roots' values there instead of into fresh arrays.
+        """
+        key = (graph, into) if into else graph
+        comp = self._subgraphs.get(key)
         if comp is None or comp.stale:  # stale: an op of the body changed its metadata (a tap, say)
-            comp = self._subgraphs[graph] = Computation(self, graph.roots, graph.params, single=False, on_device=True)
-        return comp._fn
+            comp = self._subgraphs[key] = Computation(self, graph.roots, graph.params, single=False, on_device=True,
+                                                      into=into)
+        fn = comp._fn
+        if comp.accepted_into and getattr(fn, "accepted_into", None) != comp.accepted_into:
+            fn.accepted_into = comp.accepted_into  # a tap wrapper passes the extra buffers through
+        return fn
 
     # -- backend hooks ---------------------------------------------------------------------
     def to_numpy(self, value: Any) -> np.ndarray:
@@ -437,11 +454,14 @@ class Transformer:
                 exprs[op] = f"buf{i}"
         return exprs, env
 
-    def _build(self, graph: CompiledGraph, placeholders: Sequence[Op],
-               workspace: Workspace | None = None, on_device: bool = False) -> tuple[str, Callable[..., tuple]]:
+    def _build(self, graph: CompiledGraph, placeholders: Sequence[Op], workspace: Workspace | None = None,
+               on_device: bool = False, into: tuple[tuple[int, bool], ...] = ()) -> tuple[str, Callable[..., tuple]]:
         kc = KernelContext(self.xp, self.dtype_of, self.generator_for, workspace, self._subgraph,
                            communicator=self.communicator, im2col=self.im2col)
         buffer_of, env = self._buffers(graph)
+        accepted = _accepted_into(graph, into) if on_device else []
+        for k, j in enumerate(accepted):
+            buffer_of[graph.results[j]] = f"into{k}"
         names: dict[Op, str] = {}
         # (code, comment) pairs: the code is made only of generated identifiers; the comment
         # holds user text (op names, labels, scopes, axis names) and is never executed
@@ -452,7 +472,7 @@ class Transformer:
                 f"computation: the results need placeholder(s) {', '.join(p.name for p in missing)} "
                 "that were not passed; hint: list every placeholder after the results in t.computation"
             )
-        params = [f"in{i}" for i in range(len(placeholders))]
+        params = [f"in{i}" for i in range(len(placeholders))] + [f"into{k}" for k in range(len(accepted))]
         snap_names: dict[Op, str] = {}
         snapshots = graph.snapshots
         late = False
@@ -500,7 +520,36 @@ class Transformer:
         # comment escaped to one printable line; it is shown, never executed
         source = header + "".join(f"    {c}  # {printable(t)}\n" if t else f"    {c}\n" for c, t in lines)
         exec(compile(code, f"<ngraph computation {id(graph)}>", "exec"), env)  # noqa: S102 - generated names only
-        return source, env["computation"]
+        fn = env["computation"]
+        if accepted:
+            fn.accepted_into = tuple(accepted)
+        return source, fn
+
+
+# kernels that write a strided ``out`` correctly (one ufunc or copy into it); the others may
+# reshape ``out`` (a copy when it is strided: their values would be lost) and get a contiguous one
+_STRIDED_OUT = frozenset({OpType.CONCAT, OpType.ADD, OpType.SUB, OpType.MUL, OpType.DIV, OpType.MAXIMUM,
+                          OpType.MINIMUM, OpType.NEG, OpType.EXP, OpType.TANH, OpType.SIGMOID, OpType.RELU})
+
+
+def _accepted_into(graph: CompiledGraph, into: tuple[tuple[int, bool], ...]) -> list[int]:
+    """The result indices of ``into`` whose values the plan can compute straight into the caller's buffer.
+
+    A result qualifies when its kernel writes a buffer of its own (not a view, variable, placeholder
+    or an assign into a variable), it is not already written elsewhere (a value that is two results
+    is written once), and the buffer fits the kernel: any C-contiguous one, a strided one only for
+    the kernels of ``_STRIDED_OUT``.
+    """
+    accepted, taken = [], set()
+    for j, contiguous in into:
+        op = graph.results[j]
+        if (op in taken or not owns_buffer(op) or op.op in (OpType.VARIABLE, OpType.PLACEHOLDER, OpType.CONSTANT)
+                or op in graph.into_variables or op in graph.memory.offsets
+                or not (contiguous or op.op in _STRIDED_OUT)):
+            continue
+        taken.add(op)
+        accepted.append(j)
+    return accepted
 
 
 def _timed(kernel: Callable[..., Any], counter: list[int]) -> Callable[..., Any]:

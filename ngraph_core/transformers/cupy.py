@@ -108,9 +108,10 @@ class CupyTransformer(Transformer):
         self.cuda_graphs = os.environ.get("NG_CUDA_GRAPHS", "0") == "1" if cuda_graphs is None else bool(cuda_graphs)
         super().__init__(**options)
 
-    def _build(self, graph: Any, placeholders: Any, workspace: Any = None, on_device: bool = False) -> Any:
+    def _build(self, graph: Any, placeholders: Any, workspace: Any = None, on_device: bool = False,
+               into: tuple = ()) -> Any:
         if not self.cuda_graphs or on_device:
-            return super()._build(graph, placeholders, workspace, on_device)
+            return super()._build(graph, placeholders, workspace, on_device, into)
         # the plan with device results and unfed inputs; GraphRunner feeds, replays and converts
         source, fn = super()._build(graph, placeholders, workspace, on_device=True)
         return source, GraphRunner(self, fn, placeholders, graph.results)

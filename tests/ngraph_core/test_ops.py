@@ -22,6 +22,7 @@ from op_helper import Arg, arg, check_fused, check_op, check_op_torch
 import ngraph_core as ng
 from ngraph_core import OpGroup
 from ngraph_core import OpType as T
+from ngraph_core.ir import make
 
 try:
     import torch
@@ -393,6 +394,17 @@ CASES: list[Case] = [
          torch=lambda a: a @ a),
     case("dot_mixed_dtype", T.DOT, lambda a, b: ng.dot(a, ng.cast(b, "float64")), lambda a, b: a @ b,
          [arg(N, C), arg(C, H)], dtype="float64", torch=lambda a, b: a @ b),
+    # a chosen output order (passes/scan_layout): b's leading free axis first is one batched matmul,
+    # any other order a GEMM and a transposing copy
+    case("dot_order_batched", T.DOT, lambda a, b: make(T.DOT, [a, b], axes=[K, H, N]),
+         lambda a, b: np.einsum("hc,ckn->khn", a, b), [arg(H, C), arg(C, K, N)],
+         torch=lambda a, b: torch.einsum("hc,ckn->khn", a, b)),
+    case("dot_order_batched_two", T.DOT, lambda a, b: make(T.DOT, [a, b], axes=[K, N, H, W]),
+         lambda a, b: np.einsum("hc,cknw->knhw", a, b), [arg(H, C), arg(C, K, N, W)],
+         torch=lambda a, b: torch.einsum("hc,cknw->knhw", a, b)),
+    case("dot_order_reversed", T.DOT, lambda a, b: make(T.DOT, [a, b], axes=[N, K, H]),
+         lambda a, b: np.einsum("hc,ckn->nkh", a, b), [arg(H, C), arg(C, K, N)],
+         torch=lambda a, b: torch.einsum("hc,ckn->nkh", a, b)),
     # -- composites ------------------------------------------------------------------------------
     case("softmax", (T.EXP, T.DIV), ng.softmax, np_softmax, [arg(Y, N)], torch=lambda z: z.softmax(0)),
     case("softmax_huge", (T.EXP, T.DIV), ng.softmax, np_softmax, [arg(Y, N, values=BIG)],

@@ -171,7 +171,7 @@ def _dot(em: Emitter, op: Op) -> str:
     shared = a.axes & b.axes
     a_rest, b_rest = a.axes - shared, b.axes - shared
     an, bn = em.full(a, op.dtype), em.full(b, op.dtype)
-    if len(shared) == 1 and len(a_rest) <= 1 and len(b_rest) <= 1:
+    if len(shared) == 1 and len(a_rest) <= 1 and len(b_rest) <= 1 and op.axes == a_rest + b_rest:
         left = em.transpose(an, [a.axes.index(x) for x in a_rest + shared])
         right = em.transpose(bn, [b.axes.index(x) for x in shared + b_rest])
         return em.node("MatMul", [left, right])

@@ -90,20 +90,25 @@ class KernelContext:
     dtype_of: Callable[[Op], str]
     generator_for: Callable[[Op], Any]
     workspace: Workspace | None = None
-    compile_subgraph: Callable[[Any], Callable[..., tuple]] | None = None
+    compile_subgraph: Callable[..., Callable[..., tuple]] | None = None
     communicator: Any = None
     pending: dict[Op, Any] = field(default_factory=dict, compare=False)
     im2col: Callable[..., Any] | None = None
 
-    def subgraph(self, graph: Any) -> Callable[..., tuple]:
+    def subgraph(self, graph: Any, into: tuple[tuple[int, bool], ...] = ()) -> Callable[..., tuple]:
         """``graph`` (an ``ir.Graph``) compiled once on this transformer: a function from one array per
-        param to a tuple of its results. Raises ``UnsupportedOpError`` where nothing can compile it."""
+        param to a tuple of its results. Raises ``UnsupportedOpError`` where nothing can compile it.
+
+        ``into``: roots the caller can give a buffer for, as (root index, the buffer is C-contiguous).
+        The function's ``accepted_into`` attribute (absent: none) lists the roots it writes straight
+        into such buffers; it takes them as extra arguments after the params, in that order.
+        """
         if self.compile_subgraph is None:
             raise UnsupportedOpError(
                 f"this kernel context cannot compile sub-graphs ({graph!r}); hint: run the graph through a "
                 "transformer's computation"
             )
-        return self.compile_subgraph(graph)
+        return self.compile_subgraph(graph, into) if into else self.compile_subgraph(graph)
 
     def scratch(self) -> Workspace:
         """The computation's workspace, or a private one when there is none."""

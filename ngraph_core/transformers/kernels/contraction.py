@@ -15,23 +15,57 @@ from .context import Kernel, KernelContext
 
 
 def dot_into(xp: Any, a: Op, b: Op, out_axes: Axes, dtype: str) -> Callable[[Any, Any, Any], Any]:
-    """``fn(out, u, v)`` writing dot(u, v) (u with ``a``'s axes, v with ``b``'s) into ``out``."""
+    """``fn(out, u, v)`` writing dot(u, v) (u with ``a``'s axes, v with ``b``'s) into ``out``.
+
+    ``out_axes`` is a's free axes then b's (one GEMM), or a reordering (``ir/infer._dot``): with
+    some of b's free axes first (``[REC, G, N]`` for ``dot(W [G, F], x [F, REC, N])``) it is one
+    batched matmul writing each batch entry's block contiguously; any other order is a GEMM into
+    a scratch array and one transposing copy.
+    """
     shared = a.axes & b.axes
     a_rest, b_rest = a.axes - shared, b.axes - shared
-    assert a_rest + b_rest == out_axes, "dot output axes are a's rest then b's rest"
+    assert out_axes.same_set(a_rest + b_rest), "dot output axes are a's rest and b's rest"
     a_perm = tuple(a.axes.index(x) for x in a_rest + shared)
     b_perm = tuple(b.axes.index(x) for x in shared + b_rest)
     m, k, n = a_rest.size, shared.size, b_rest.size
 
-    def dot_kernel(out, u, v):
+    def operands(u, v):
         u2 = u.transpose(a_perm).reshape(m, k)
         v2 = v.transpose(b_perm).reshape(k, n)
         if u2.dtype != dtype or v2.dtype != dtype:
             u2, v2 = u2.astype(dtype), v2.astype(dtype)
-        xp.dot(u2, v2, out=out.reshape(m, n))
+        return u2, v2
+
+    if out_axes == a_rest + b_rest:
+        def dot_kernel(out, u, v):
+            xp.dot(*operands(u, v), out=out.reshape(m, n))
+            return out
+
+        return dot_kernel
+    lead = out_axes[:out_axes.index(a_rest[0].name)] if a_rest else Axes([])
+    rest = b_rest - lead
+    if a_rest and len(lead) and out_axes == lead + a_rest + rest:  # batched over the leading axes of b
+        v_perm = tuple(b.axes.index(x) for x in lead + shared + rest)
+        p, q = lead.size, rest.size
+
+        def batched_kernel(out, u, v):
+            u2 = u.transpose(a_perm).reshape(m, k)
+            v3 = v.transpose(v_perm).reshape(p, k, q)
+            if u2.dtype != dtype or v3.dtype != dtype:
+                u2, v3 = u2.astype(dtype), v3.astype(dtype)
+            xp.matmul(u2, v3, out=out.reshape(p, m, q))
+            return out
+
+        return batched_kernel
+    standard = a_rest + b_rest
+    to_out = tuple(standard.index(x) for x in out_axes)
+
+    def reordered_kernel(out, u, v):
+        full = xp.dot(*operands(u, v)).reshape(standard.lengths)
+        xp.copyto(out, full.transpose(to_out))
         return out
 
-    return dot_kernel
+    return reordered_kernel
 
 
 def dot(op: Op, kc: KernelContext) -> Kernel:

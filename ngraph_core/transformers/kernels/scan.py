@@ -4,7 +4,8 @@ The body is compiled once, when the kernel is made (``kc.subgraph``), and the lo
 Python ``for`` over the steps that calls it: the plan, and its compile time, do not grow
 with the sequence length, and one compiled computation runs any lengths of its batches.
 Per step the kernel only slices views, calls the body and copies its results into the
-preallocated pack (states in place, outputs and kept values into their step's slot); with
+preallocated pack (states in place, outputs and kept values into their step's slot; the body
+computes the outputs and kept values it can straight into their slots, see ``scan``); with
 valid lengths, a copy masked by ``t < lengths`` leaves finished examples' states unchanged,
 and their outputs and kept values stay zero.
 """
@@ -24,10 +25,16 @@ def _batch_shape(axes: Any) -> tuple[int, ...] | None:
     return tuple(a.length if a.is_batch else 1 for a in axes) if axes.batch_axis is not None else None
 
 
+def _slot_is_contiguous(axes: Any, name: str) -> bool:
+    """True when one step of a result stacked with ``axes`` is one C-contiguous block: every axis
+    before the recurrent one (called ``name``) has length 1."""
+    return all(a.length == 1 for a in axes[:axes.index(name)])
+
+
 def scan(op: Op, kc: KernelContext) -> Kernel:
     """Run the body once per step over the recurrent axis, writing every result into the pack ``out``."""
     arg: ScanArg = op.arg
-    xp, run = kc.xp, kc.subgraph(arg.body)
+    xp = kc.xp
     n_seq, n_state, n_out, n_extra, n_keep = arg.n_seq, arg.n_state, arg.n_out, arg.n_extra, arg.n_keep
     n_saved = n_state if arg.save_states else 0
     steps = arg.axis.length
@@ -42,8 +49,27 @@ def scan(op: Op, kc: KernelContext) -> Kernel:
     state_params = arg.body.params[n_seq:n_seq + n_state]
     # a state whose dtype differs from the pack's (an int counter in a float pack) runs in its own buffer
     own_dtype = [None if kc.dtype_of(p) == kc.dtype_of(op) else kc.dtype_of(p) for p in state_params]
-    out_masks = [_batch_shape(r.axes) for r in (*arg.body.roots[:n_out], *arg.kept())]
+    stacked_roots = (*arg.body.roots[:n_out], *arg.kept())
+    out_masks = [_batch_shape(r.axes) for r in stacked_roots]
     state_masks = [_batch_shape(p.axes) for p in state_params]
+    # Without lengths every step writes every slot whole, so the body computes the step outputs and
+    # kept values whose slot is one contiguous block (REC first: the kept values) straight into it
+    # where its plan can (``Transformer._subgraph``'s ``into``): no fresh array, no copy. Strided
+    # slots (an output stacked ``[H, REC, N]``) are copied: written directly or staged in a scratch
+    # array and moved once after the loop, they measured no faster (the LSTM step, 5 pairs). With
+    # lengths every stacked value is a masked copy, as the states are.
+    name = arg.axis.name
+    stacked_axes = [axes for _, _, axes in layout[n_state:n_state + n_out]] + \
+        [axes for _, _, axes in layout[n_state + n_out + n_saved:]]
+    root_of = [*range(n_out), *range(n_out + n_state, n_out + n_state + n_keep)]  # stacked value -> body root
+    into = () if arg.has_lengths else tuple(
+        (root_of[i], True) for i, (root, axes) in enumerate(zip(stacked_roots, stacked_axes))
+        if kc.dtype_of(root) == kc.dtype_of(op) and _slot_is_contiguous(axes, name))
+    run = kc.subgraph(arg.body, into) if into else kc.subgraph(arg.body)
+    accepted = getattr(run, "accepted_into", ())
+    written = sorted((i for i in range(len(stacked_roots)) if root_of[i] in accepted),
+                     key=lambda i: accepted.index(root_of[i]))  # in the order run takes their buffers
+    copied = [i for i in range(len(stacked_roots)) if root_of[i] not in accepted]
     copyto = xp.copyto
 
     def scan_kernel(out: Any, *src: Any) -> Any:
@@ -54,6 +80,8 @@ def scan(op: Op, kc: KernelContext) -> Kernel:
         states = [f if dt is None else xp.empty(f.shape, dtype=dt) for f, dt in zip(finals, own_dtype)]
         for state, initial in zip(states, src[n_seq:n_seq + n_state]):
             copyto(state, initial, casting="unsafe")
+        into_slots = [(stacked[i], out_at[i]) for i in written]
+        copy_slots = [(stacked[i], out_at[i], root_of[i]) for i in copied]
         valid = None
         if arg.has_lengths:
             valid = xp.arange(steps).reshape(steps, 1) < src[-1].reshape(1, -1)  # (T, N): step t of example n runs
@@ -63,19 +91,19 @@ def scan(op: Op, kc: KernelContext) -> Kernel:
             xs = [x[at + (t, ...)] for x, at in zip(seqs, seq_at)]
             for keep, state, at in zip(saved, states, saved_at):
                 copyto(keep[at + (t, ...)], state, casting="unsafe")
-            res = run(*xs, *states, *extras)
-            if n_keep:  # (outputs, states, kept) -> (outputs and kept, then states)
-                res = (*res[:n_out], *res[n_out + n_state:], *res[n_out:n_out + n_state])
+            res = run(*xs, *states, *extras, *[y[at + (t, ...)] for y, at in into_slots])
+            new_states = res[n_out:n_out + n_state]
             if valid is None:
-                for y, r, at in zip(stacked, res, out_at):
-                    copyto(y[at + (t, ...)], r, casting="unsafe")
-                for state, r in zip(states, res[n_out + n_keep:]):
+                for y, at, j in copy_slots:
+                    copyto(y[at + (t, ...)], res[j], casting="unsafe")
+                for state, r in zip(states, new_states):
                     copyto(state, r, casting="unsafe")
             else:
                 mask = valid[t]
-                for y, r, at, shape in zip(stacked, res, out_at, out_masks):
-                    copyto(y[at + (t, ...)], r, casting="unsafe", where=True if shape is None else mask.reshape(shape))
-                for state, r, shape in zip(states, res[n_out + n_keep:], state_masks):
+                for (y, at, j), shape in zip(copy_slots, out_masks):  # with lengths every stacked value is copied
+                    where = True if shape is None else mask.reshape(shape)
+                    copyto(y[at + (t, ...)], res[j], casting="unsafe", where=where)
+                for state, r, shape in zip(states, new_states, state_masks):
                     copyto(state, r, casting="unsafe", where=True if shape is None else mask.reshape(shape))
         for final, state in zip(finals, states):
             if final is not state:

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import ngraph_core as ng
-from ngraph_core.ir import OpType, toposort
+from ngraph_core.ir import OpType, make, toposort
 from ngraph_core.passes.scan_layout import step_major_sequences
 
 F, H, N = ng.make_axis(4, "F"), ng.make_axis(3, "H"), ng.make_axis(2, "N")
@@ -88,3 +88,23 @@ def test_values_forward_and_gradient(optimize: bool) -> None:
                 stack.append(h)
             numeric[idx] += sign * np.sum(np.stack(stack, 1) * weights) / (2 * eps)
     np.testing.assert_allclose(got_gw, numeric, rtol=1e-6, atol=1e-8)
+
+
+def test_a_dot_read_only_by_the_sequence_is_computed_step_major() -> None:
+    """``dot(W, x) + b``: the dot itself gets the order [REC, H, N] (one batched matmul), and keeps it
+    through a save/load; a dot that something else also reads is left in its order."""
+    final, ys, _, _, projected = projected_rnn()
+    (seq,) = [op.src[0] for op in toposort(step_major_sequences([final, ys])) if op.op is OpType.SCAN]
+    dots = [s for s in seq.src if s.op is OpType.DOT]
+    assert len(dots) == 1 and [a.name for a in dots[0].axes] == ["REC", "H", "N"]
+    (loaded,) = ng.deserialize(ng.serialize([dots[0]]))
+    assert loaded.axes == dots[0].axes
+    dot = projected.src[0] if projected.src[0].op is OpType.DOT else projected.src[1]
+    (seq,) = [op.src[0] for op in toposort(step_major_sequences([final, ys, dot])) if op.op is OpType.SCAN]
+    assert not any(s.op is OpType.DOT for s in seq.src)  # the dot is a result too: a view of it, not a second dot
+
+
+def test_a_dot_order_must_hold_the_same_axes() -> None:
+    w, x = ng.placeholder([H, F]), ng.placeholder([F, REC, N])
+    with pytest.raises(ng.AxesError, match="not a reordering"):
+        make(OpType.DOT, [w, x], axes=[REC, H, F])

@@ -1,0 +1,79 @@
+"""A sub-graph plan writing chosen roots straight into its caller's buffers (``Transformer._subgraph``'s ``into``)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import ngraph_core as ng
+from ngraph_core.ir import Graph
+
+H, N, K = ng.make_axis(4, "H"), ng.make_axis(3, "N"), ng.make_axis(5, "K")
+rng = np.random.default_rng(0)
+
+
+def body() -> tuple[Graph, ng.Op]:
+    """Roots: a sigmoid, a dot, the param itself (a view: never written into) and the sigmoid again."""
+    x, w = ng.placeholder([H, N], name="x"), ng.placeholder([K, H], name="w")
+    s = ng.sigmoid(x * 2.0)
+    return Graph((x, w), (s, ng.dot(w, x), x, s)), s
+
+
+def test_accepted_roots_are_computed_into_the_given_buffers() -> None:
+    graph, _ = body()
+    xv, wv = rng.standard_normal((4, 3)), rng.standard_normal((5, 4))
+    with ng.transformers.make_transformer(float_dtype="float64") as t:
+        run = t._subgraph(graph, ((0, True), (1, True), (2, True), (3, True)))
+        assert run.accepted_into == (0, 1)  # the param is a view, and the sigmoid's second place is a copy
+        a, b = np.full((4, 3), np.nan), np.full((5, 3), np.nan)
+        s, d, x_out, s_again = run(xv, wv, a, b)
+        plain = t._subgraph(graph)  # the same body without buffers: its own plan, fresh results
+        assert not hasattr(plain, "accepted_into")
+        want = plain(xv, wv)
+    assert s is a and d is b and s_again is a
+    np.testing.assert_allclose(a, 1 / (1 + np.exp(-2 * xv)), rtol=1e-12)
+    np.testing.assert_allclose(b, wv @ xv, rtol=1e-12)
+    for got, w in zip((s, d, x_out, s_again), want, strict=True):
+        np.testing.assert_array_equal(got, w)
+
+
+def test_a_strided_buffer_only_for_kernels_that_write_one() -> None:
+    """A strided buffer is taken by a one-ufunc kernel, never by a dot (np.dot needs a contiguous ``out``)
+    nor by a fused program (its block loop may reshape ``out``)."""
+    x, w = ng.placeholder([H, N], name="x"), ng.placeholder([K, H], name="w")
+    graph = Graph((x, w), (ng.tanh(x), ng.dot(w, x), ng.tanh(x * 2.0) + 1.0))
+    xv, wv = rng.standard_normal((4, 3)), rng.standard_normal((5, 4))
+    with ng.transformers.make_transformer(float_dtype="float64") as t:
+        run = t._subgraph(graph, ((0, False), (1, False), (2, False)))
+        assert run.accepted_into == (0,)
+        pack = np.zeros((4, 2, 3))
+        s, d, f = run(xv, wv, pack[:, 1])
+    assert np.shares_memory(s, pack) and not np.shares_memory(d, pack) and not np.shares_memory(f, pack)
+    np.testing.assert_allclose(pack[:, 1], np.tanh(xv), rtol=1e-12)
+    np.testing.assert_allclose(f, np.tanh(2 * xv) + 1, rtol=1e-12)
+    np.testing.assert_array_equal(pack[:, 0], 0)
+    np.testing.assert_allclose(d, wv @ xv, rtol=1e-12)
+
+
+def test_a_scan_writes_its_kept_values_into_the_pack() -> None:
+    """The LSTM-like body's kept gate values (REC-first slots) are written in place: the forward's plan
+    takes them, and a training computation's values equal the unoptimized plan's (which copies)."""
+    x = ng.placeholder([H, ng.make_axis(6, "REC"), N], name="x")
+    w = ng.variable([H], initial_value=np.linspace(-1, 1, 4), name="w")
+
+    def step(x_t, h):
+        z = ng.sigmoid(x_t * w + h)
+        new = z * h + (1.0 - z) * ng.tanh(x_t - h)
+        return [new], [new]
+
+    (final,), (ys,) = ng.scan(step, [x], [ng.constant(0.0, [H, N])], x.axes.recurrent_axis)
+    (grad,) = ng.gradients(ng.sum(ys * ys) + ng.sum(final), [w])
+    xv = rng.standard_normal((4, 6, 3))
+    results = []
+    for optimize in (True, False):
+        with ng.transformers.make_transformer(float_dtype="float64", optimize=optimize) as t:
+            results.append(t.computation([final, ys, grad], x)(xv))
+            if optimize:
+                written = [c.accepted_into for key, c in t._subgraphs.items() if isinstance(key, tuple)]
+                assert written and all(len(a) == 2 for a in written)  # the sigmoid and the tanh
+    for got, want in zip(*results, strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
