@@ -7,7 +7,10 @@ gradient (inference, an evaluation, an LSTM in an ONNX model) reads none of them
 would copy them into the pack, and the kept values, being body roots, could not fuse with the
 rest of the cell. When no ``scan_result`` of a scan reads past its outputs, this pass rebuilds
 it with ``save_states=False`` and no kept values (the body's roots trimmed to outputs and new
-states); the results it keeps have the same indices, so their ``scan_result`` views only follow.
+states). Step outputs nobody reads are dropped as well (a layer that returns only its last
+state still stacks every step's output for a user who asks; training the issue-10 LSTM step
+never does: one strided copy a step saved). The ``scan_result`` views follow, their indices
+remapped.
 
 Measured (2026-11-25, AMD EPYC, one core): a neon ``LSTM(8)`` over 200 steps at batch 1, forward
 only: 28.3 us a step before (the per-step copies of 2 saved states and 5 kept values, and 9 body
@@ -18,36 +21,65 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..ir import Graph, Op, OpType, make, rebuild, toposort
+from ..ir import Graph, Op, OpType, ScanArg, make, rebuild, toposort
 
 
-def _needed(order: list[Op]) -> dict[Op, int]:
-    """For each scan, one past the highest result index anything reads (a big number when an op other
-    than ``scan_result`` reads the pack itself)."""
-    needed: dict[Op, int] = {}
+def _read(order: list[Op]) -> dict[Op, set[int] | None]:
+    """For each scan, the indices of the results something reads (None: an op other than
+    ``scan_result`` reads the pack itself, so every result counts)."""
+    read: dict[Op, set[int] | None] = {}
     for op in order:
         for s in op.src:
             if s.op is OpType.SCAN:
-                index = op.arg + 1 if op.op is OpType.SCAN_RESULT else len(s.arg.result_types())
-                needed[s] = max(needed.get(s, 0), index)
-    return needed
+                if op.op is not OpType.SCAN_RESULT:
+                    read[s] = None
+                elif read.get(s, set()) is not None:
+                    read.setdefault(s, set()).add(op.arg)
+    return read
+
+
+def _pruned(arg: ScanArg, read: set[int]) -> tuple[ScanArg, dict[int, int]] | None:
+    """``arg`` without the step outputs nobody reads, and without the saved states and kept values
+    when nobody reads any of them; with the map old result index -> new. None: nothing to drop."""
+    n_state, n_out = arg.n_state, arg.n_out
+    outputs = [i for i in range(n_out) if n_state + i in read]
+    extra = range(n_state + n_out, len(arg.result_types()))  # saved states, then kept values
+    keep_extra = (arg.save_states or arg.n_keep) and any(i in read for i in extra)
+    if len(outputs) == n_out and (keep_extra or not (arg.save_states or arg.n_keep)):
+        return None
+    roots = arg.body.roots
+    new_roots = [roots[i] for i in outputs] + list(roots[n_out:n_out + n_state])
+    index = {j: j for j in range(n_state)}
+    index.update({n_state + i: n_state + k for k, i in enumerate(outputs)})
+    if keep_extra:
+        new_roots += list(arg.kept())
+        index.update({i: i - n_out + len(outputs) for i in extra})
+        new = dataclasses.replace(arg, body=Graph(arg.body.params, tuple(new_roots)), n_out=len(outputs))
+    else:
+        new = dataclasses.replace(arg, body=Graph(arg.body.params, tuple(new_roots)), n_out=len(outputs),
+                                  save_states=False, n_keep=0)
+    return new, index
 
 
 def prune_scans(roots: list[Op]) -> list[Op]:
-    """``roots`` with every scan whose saved states and kept values go unread rebuilt without them."""
+    """``roots`` with every scan rebuilt without the results nobody reads (module docstring)."""
     order = toposort(roots)
-    needed = _needed(order)
+    read = _read(order)
+    index_of: dict[Op, dict[int, int]] = {}  # a rebuilt scan -> old result index -> new
 
     def rewrite(op: Op, cur: Op) -> Op:
-        if cur.op is not OpType.SCAN:
+        if cur.op is OpType.SCAN_RESULT and cur.src[0] in index_of:
+            return cur.replace(arg=index_of[cur.src[0]][cur.arg])
+        if cur.op is not OpType.SCAN or read.get(op) is None:
             return cur
-        arg = cur.arg
-        keep = arg.n_state + arg.n_out
-        if not (arg.save_states or arg.n_keep) or needed.get(op, len(arg.result_types())) > keep:
+        pruned = _pruned(cur.arg, read[op])
+        if pruned is None:
             return cur
-        body = Graph(arg.body.params, arg.body.roots[:arg.n_out + arg.n_state])
-        pruned = make(OpType.SCAN, cur.src, dataclasses.replace(arg, body=body, save_states=False, n_keep=0))
-        return cur.replace(axes=pruned.axes, arg=pruned.arg)
+        arg, index = pruned
+        new = make(OpType.SCAN, cur.src, arg)
+        new = cur.replace(axes=new.axes, arg=arg)
+        index_of[new] = index
+        return new
 
     new = rebuild(order, rewrite)
     return [new[r] for r in roots]

@@ -73,3 +73,23 @@ def test_pruned_inference_and_training_give_the_same_values() -> None:
         t_final, t_ys, _ = train(xv)
     for got, want in ((got_final, want_final), (got_ys, want_ys), (t_final, want_final), (t_ys, want_ys)):
         np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+
+
+def test_unread_step_outputs_are_dropped_and_indices_follow() -> None:
+    """Training on the final state only: the stacked outputs go, the saved states and kept values stay
+    (the gradient reads them), and every value is as before."""
+    final, ys, x, w = gated_rnn()
+    (grad,) = ng.gradients(ng.sum(final * final), [w])
+    (forward,) = [op for op in scans(prune_scans([final, grad])) if op.arg.save_states]
+    assert forward.arg.n_out == 0 and forward.arg.n_keep == 2
+    (kept_ys,) = [op for op in scans(prune_scans([final, ys, grad])) if op.arg.save_states]
+    assert kept_ys.arg.n_out == 1  # read: kept
+    xv = np.random.default_rng(1).standard_normal((3, 5, 2))
+    values = []
+    for optimize in (True, False):
+        with ng.transformers.make_transformer(float_dtype="float64", optimize=optimize) as t:
+            values.append(t.computation([final, grad], x)(xv))
+    want_final, _ = numpy_rnn(xv, np.array([0.5, -1.0, 1.5]))
+    np.testing.assert_allclose(values[0][0], want_final, rtol=1e-12)
+    for got, want in zip(*values, strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
