@@ -316,3 +316,33 @@ def test_bad_inputs_raise_typed_errors(build: Callable, error: type, match: str)
     with pytest.raises(error, match=match) as info:
         build(x, h)
     assert "hint" in str(info.value)
+
+
+@pytest.mark.parametrize("steps", [4, 5])  # the reverse scan's ping-pong state buffers end on either
+def test_a_state_passed_through_unchanged_and_chained_states(steps: int) -> None:
+    """A step that returns a state param as it is (the plan cannot write it in place: the scan copies
+    states instead of chaining them) next to a chained one; forward and gradients."""
+    x = ng.placeholder([H, rec(steps), N], name="x")
+
+    def step(x_t: Op, h: Op, c: Op) -> tuple[list[Op], list[Op]]:
+        new = ng.tanh(x_t + h * c)
+        return [new], [new, c]
+
+    c0 = ng.placeholder([H, N], name="c0")
+    (h_final, c_final), (ys,) = ng.scan(step, [x], [ng.constant(0.0, [H, N]), c0], rec(steps))
+    loss = ng.sum(ys * ys) + ng.sum(h_final)
+    grads = ng.gradients(loss, [x, c0])
+    xv, cv = rng.standard_normal((3, steps, 3)), rng.standard_normal((3, 3))
+    values = []
+    for optimize in (True, False):
+        with ng.transformers.make_transformer(float_dtype="float64", optimize=optimize) as t:
+            values.append(t.computation([h_final, c_final, ys, *grads], x, c0)(xv, cv))
+    h, stack = np.zeros((3, 3)), []
+    for s in range(steps):
+        h = np.tanh(xv[:, s] + h * cv)
+        stack.append(h)
+    np.testing.assert_allclose(values[0][0], h, rtol=1e-12)
+    np.testing.assert_allclose(values[0][1], cv, rtol=1e-12)
+    np.testing.assert_allclose(values[0][2], np.stack(stack, 1), rtol=1e-12)
+    for got, want in zip(*values, strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)

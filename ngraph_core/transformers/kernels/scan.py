@@ -56,21 +56,59 @@ def scan(op: Op, kc: KernelContext) -> Kernel:
     # kept values whose slot is one contiguous block (REC first: the kept values) straight into it
     # where its plan can (``Transformer._subgraph``'s ``into``): no fresh array, no copy. Strided
     # slots (an output stacked ``[H, REC, N]``) are copied: written directly or staged in a scratch
-    # array and moved once after the loop, they measured no faster (the LSTM step, 5 pairs). With
-    # lengths every stacked value is a masked copy, as the states are.
+    # array and moved once after the loop, they measured no faster (the LSTM step, 5 pairs).
+    # The states are chained the same way: the body reads step t's state where the previous step
+    # wrote it, its pre-step slot in the pack (or one of two ping-pong buffers when no states are
+    # saved), and writes the next one straight into the following slot (the final states at the
+    # last step): no per-step copies of states. With lengths every result is a masked copy.
     name = arg.axis.name
     stacked_axes = [axes for _, _, axes in layout[n_state:n_state + n_out]] + \
         [axes for _, _, axes in layout[n_state + n_out + n_saved:]]
     root_of = [*range(n_out), *range(n_out + n_state, n_out + n_state + n_keep)]  # stacked value -> body root
-    into = () if arg.has_lengths else tuple(
-        (root_of[i], True) for i, (root, axes) in enumerate(zip(stacked_roots, stacked_axes))
-        if kc.dtype_of(root) == kc.dtype_of(op) and _slot_is_contiguous(axes, name))
-    run = kc.subgraph(arg.body, into) if into else kc.subgraph(arg.body)
+    direct = not arg.has_lengths
+    chain = direct and all(dt is None for dt in own_dtype)
+    stacked_into = tuple((root_of[i], True) for i, (root, axes) in enumerate(zip(stacked_roots, stacked_axes))
+                         if direct and kc.dtype_of(root) == kc.dtype_of(op) and _slot_is_contiguous(axes, name))
+    state_into = tuple((n_out + j, True) for j in range(n_state)) if chain else ()
+    run = kc.subgraph(arg.body, state_into + stacked_into) if state_into + stacked_into else kc.subgraph(arg.body)
     accepted = getattr(run, "accepted_into", ())
-    written = sorted((i for i in range(len(stacked_roots)) if root_of[i] in accepted),
-                     key=lambda i: accepted.index(root_of[i]))  # in the order run takes their buffers
+    if chain and not all(n_out + j in accepted for j in range(n_state)):  # a new state the plan cannot write
+        chain = False
+        run = kc.subgraph(arg.body, stacked_into) if stacked_into else kc.subgraph(arg.body)
+        accepted = getattr(run, "accepted_into", ())
+    # what each buffer run takes is, in its order: ("state", j) or ("stacked", i)
+    takes = [("state", r - n_out) if n_out <= r < n_out + n_state else ("stacked", root_of.index(r)) for r in accepted]
     copied = [i for i in range(len(stacked_roots)) if root_of[i] not in accepted]
+    pingpong = kc.scratch().request([(p.axes.lengths, kc.dtype_of(op)) for p in state_params]) \
+        if chain and not n_saved else None
     copyto = xp.copyto
+
+    def chained_kernel(out: Any, *src: Any) -> Any:
+        """No lengths, every new state written in place by the body: no state copies."""
+        views = [out[start:stop].reshape(shape) for start, stop, shape in spans]
+        finals, saved = views[:n_state], views[n_state + n_out:n_state + n_out + n_saved]
+        stacked = views[n_state:n_state + n_out] + views[n_state + n_out + n_saved:]  # outputs, kept values
+        seqs, extras = src[:n_seq], src[n_seq + n_state:n_seq + n_state + n_extra]
+        if n_saved:  # step t reads its state from its pre-step slot
+            slots = [[keep[at + (t, ...)] for t in order] for keep, at in zip(saved, saved_at)]
+        else:  # two buffers, alternately read and written, ending on the final state's
+            scratch = pingpong()
+            slots = [[(f, b)[(steps - k) % 2] for k in range(steps)] for f, b in zip(finals, scratch)]
+        for j, f in enumerate(finals):
+            slots[j].append(f)  # the last step writes the final state
+        for j, initial in enumerate(src[n_seq:n_seq + n_state]):
+            copyto(slots[j][0], initial, casting="unsafe")
+        copy_slots = [(stacked[i], out_at[i], root_of[i]) for i in copied]
+        for k, t in enumerate(order):
+            xs = [x[at + (t, ...)] for x, at in zip(seqs, seq_at)]
+            buffers = [slots[i][k + 1] if kind == "state" else stacked[i][out_at[i] + (t, ...)] for kind, i in takes]
+            res = run(*xs, *[slots[j][k] for j in range(n_state)], *extras, *buffers)
+            for y, at, j in copy_slots:
+                copyto(y[at + (t, ...)], res[j], casting="unsafe")
+        return out
+
+    if chain:
+        return chained_kernel
 
     def scan_kernel(out: Any, *src: Any) -> Any:
         views = [out[start:stop].reshape(shape) for start, stop, shape in spans]
@@ -80,7 +118,6 @@ def scan(op: Op, kc: KernelContext) -> Kernel:
         states = [f if dt is None else xp.empty(f.shape, dtype=dt) for f, dt in zip(finals, own_dtype)]
         for state, initial in zip(states, src[n_seq:n_seq + n_state]):
             copyto(state, initial, casting="unsafe")
-        into_slots = [(stacked[i], out_at[i]) for i in written]
         copy_slots = [(stacked[i], out_at[i], root_of[i]) for i in copied]
         valid = None
         if arg.has_lengths:
@@ -91,7 +128,7 @@ def scan(op: Op, kc: KernelContext) -> Kernel:
             xs = [x[at + (t, ...)] for x, at in zip(seqs, seq_at)]
             for keep, state, at in zip(saved, states, saved_at):
                 copyto(keep[at + (t, ...)], state, casting="unsafe")
-            res = run(*xs, *states, *extras, *[y[at + (t, ...)] for y, at in into_slots])
+            res = run(*xs, *states, *extras, *[stacked[i][out_at[i] + (t, ...)] for _, i in takes])
             new_states = res[n_out:n_out + n_state]
             if valid is None:
                 for y, at, j in copy_slots:
