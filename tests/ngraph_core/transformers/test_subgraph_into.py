@@ -80,3 +80,31 @@ def test_a_scan_writes_its_kept_values_into_the_pack() -> None:
                 assert written == [(0, 1), (1, 2, 3)]
     for got, want in zip(*results, strict=True):
         np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+
+
+def test_a_result_concat_has_its_parts_computed_in_place() -> None:
+    """The parts of a result concat write their slices of its buffer (the concat line copies nothing);
+    a part read elsewhere too, or a concat that is not a result, is computed and copied as before."""
+    g2 = ng.make_axis(8, "G")
+    x, y = ng.placeholder([H, N], name="x"), ng.placeholder([H, N], name="y")
+    parts = [ng.cast_axes(ng.tanh(x * 2.0) + y, [ng.make_axis(4, "G"), N]),
+             ng.cast_axes(ng.sigmoid(y) * x, [ng.make_axis(4, "G"), N])]
+    whole = ng.concat_along_axis(parts, ng.make_axis(4, "G"))
+    assert whole.axes[0] == g2
+    xv, yv = rng.standard_normal((4, 3)), rng.standard_normal((4, 3))
+    want = np.concatenate([np.tanh(2 * xv) + yv, xv / (1 + np.exp(-yv))])
+    with ng.transformers.make_transformer(float_dtype="float64") as t:
+        f = t.computation(whole, x, y)
+        assert "whole" in f.source and f.source.count("concat") == 1  # only the comment names the concat
+        np.testing.assert_allclose(f(xv, yv), want, rtol=1e-12)
+        also_read = t.computation([whole, ng.sum(whole * whole)], x, y)  # a result that others read: in place
+        assert "whole" in also_read.source
+        np.testing.assert_allclose(also_read(xv, yv)[1], np.sum(want * want), rtol=1e-12)
+        shared = t.computation([whole, parts[0] * 3.0], x, y)  # part 0 is read twice: the concat copies
+        assert "whole" not in shared.source
+        got, three = shared(xv, yv)
+        np.testing.assert_allclose(got, want, rtol=1e-12)
+        np.testing.assert_allclose(three, 3 * want[:4], rtol=1e-12)
+        inner = t.computation(ng.sum(whole * whole), x, y)  # the concat lives in the arena: copied
+        assert "whole" not in inner.source
+        np.testing.assert_allclose(inner(xv, yv), np.sum(want * want), rtol=1e-12)
