@@ -3,11 +3,12 @@
 The body is compiled once, when the kernel is made (``kc.subgraph``), and the loop is a
 Python ``for`` over the steps that calls it: the plan, and its compile time, do not grow
 with the sequence length, and one compiled computation runs any lengths of its batches.
-Per step the kernel only slices views, calls the body and copies its results into the
-preallocated pack (states in place, outputs and kept values into their step's slot; the body
-computes the outputs and kept values it can straight into their slots, see ``scan``); with
-valid lengths, a copy masked by ``t < lengths`` leaves finished examples' states unchanged,
-and their outputs and kept values stay zero.
+Per step the kernel only slices views and calls the body, which writes its results into the
+preallocated pack: kept values (and outputs with contiguous slots) straight into their step's
+slot, each new state into the next step's pre-step slot (or one of two ping-pong buffers),
+the final step's into the final states; what the body's plan cannot write in place is copied
+(``scan`` says when). With valid lengths every result is a copy masked by ``t < lengths``:
+finished examples' states stay unchanged, and their outputs and kept values stay zero.
 """
 
 from __future__ import annotations
