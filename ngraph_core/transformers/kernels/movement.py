@@ -45,8 +45,13 @@ def _python_slice(start: int, stop: int, step: int) -> slice:
     return slice(start, stop if stop >= 0 else None, step)
 
 
+def slice_index(op: Op) -> tuple:
+    """The basic index (ints and slices) a ``slice`` op applies: ``x[slice_index(op)]`` is its view."""
+    return tuple(s if isinstance(s, int) else _python_slice(*s) for s in op.arg)
+
+
 def slice_kernel(op: Op, kc: KernelContext) -> Kernel:
-    index = tuple(s if isinstance(s, int) else _python_slice(*s) for s in op.arg)
+    index = slice_index(op)
     return lambda v: v[index]
 
 
