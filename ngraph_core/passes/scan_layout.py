@@ -8,11 +8,14 @@ sequence is computed by an element-wise op (the input projection plus its bias, 
 pass has the op write its result with the recurrent axis first instead (its operands are
 read through strided views, once, in one pass that runs anyway); the scan then slices one
 contiguous block per step, and any other reader sees the result through a reorder view.
-Sequences that are placeholders, variables or views are left as they are: a reorder of them
-would be a copy this pass does not add.
+An operand that is a ``dot`` read only there is itself computed in that order (a ``dot`` op
+with a chosen output order: one batched matmul, ``kernels/contraction.dot_into``), so the
+element-wise op reads it contiguously too. Sequences that are placeholders, variables or
+views are left as they are: a reorder of them would be a copy this pass does not add.
 
 Measured (2026-11-25, AMD EPYC, one core, the issue-10 LSTM step): the step's ``x_t + W_h h``
-add went from ~40 to ~20 us a step.
+add went from ~40 to ~10 us a step; the projection itself costs 1.68 ms (batched matmul) +
+0.36 ms (bias) against 1.72 + 0.34 before, where a plain reorder of the add cost 0.97 ms.
 """
 
 from __future__ import annotations

@@ -476,7 +476,8 @@ class Transformer:
         for k, j in enumerate(accepted):
             buffer_of[graph.results[j]] = f"into{k}"
         # a result concat's parts computed straight into their slices of its buffer (its line is no copy)
-        in_place = _concat_parts(graph, self.dtype_of)
+        strided = {graph.results[j] for j, contiguous in into if j in accepted and not contiguous}
+        in_place = _concat_parts(graph, self.dtype_of, strided)
         whole: dict[Op, str] = {}  # such a concat -> the name of its buffer in the plan
         names: dict[Op, str] = {}
         # (code, comment) pairs: the code is made only of generated identifiers; the comment
@@ -567,20 +568,23 @@ _STRIDED_OUT = frozenset({OpType.CONCAT, OpType.ADD, OpType.SUB, OpType.MUL, OpT
                           OpType.MINIMUM, OpType.NEG, OpType.EXP, OpType.TANH, OpType.SIGMOID, OpType.RELU})
 
 
-def _concat_parts(graph: CompiledGraph, dtype_of: Callable[[Op], str]) -> dict[Op, tuple[Op, int, tuple]]:
+def _concat_parts(graph: CompiledGraph, dtype_of: Callable[[Op], str],
+                  strided: set[Op]) -> dict[Op, tuple[Op, int, tuple]]:
     """The ops that compute a part of a result ``concat`` straight into its slice of the result's buffer:
     op -> (the concat, the concat's index in the plan, the slice of its buffer).
 
     A result's buffer is fresh (or the caller's), not the arena's, so writing it before the concat's
     turn overwrites nothing live. Every part must be a kernel's own buffer (possibly renamed by a
     ``cast_axes``) that only the concat reads, of the concat's dtype; a slice that is not one
-    contiguous block is taken only by the kernels of ``_STRIDED_OUT``. Measured on the LSTM's reverse
+    contiguous block is taken only by the kernels of ``_STRIDED_OUT``, and a concat written into a
+    caller's strided buffer (``strided``) keeps its parts in their own buffers. Measured on the LSTM's reverse
     step (the four gate gradients into one ``[G, N]`` block): the concat's 15 us a step go.
     """
     users, position = consumers(graph.order), {op: i for i, op in enumerate(graph.order)}
     found: dict[Op, tuple[Op, int, tuple]] = {}
     for op in graph.order:
-        if op.op is not OpType.CONCAT or op in graph.memory.offsets or op in graph.into_variables:
+        if (op.op is not OpType.CONCAT or op in graph.memory.offsets or op in graph.into_variables
+                or op in strided):
             continue
         axis = op.axes.index(op.arg)
         contiguous = all(a.length == 1 for a in op.axes[:axis])

@@ -108,3 +108,19 @@ def test_a_result_concat_has_its_parts_computed_in_place() -> None:
         inner = t.computation(ng.sum(whole * whole), x, y)  # the concat lives in the arena: copied
         assert "whole" not in inner.source
         np.testing.assert_allclose(inner(xv, yv), np.sum(want * want), rtol=1e-12)
+
+
+def test_a_concat_written_into_a_strided_buffer_keeps_its_parts_apart() -> None:
+    """A caller's strided buffer takes the concat (its kernel copies into any strides), never its parts
+    (a dot-head program needs a contiguous ``out``): the parts stay in their own buffers."""
+    x, w = ng.placeholder([H, N], name="x"), ng.placeholder([K, H], name="w")
+    whole = ng.concat_along_axis([ng.tanh(ng.dot(w, x)) + 1.0, ng.cast_axes(x * x - 1.0, [ng.make_axis(4, "K"), N])],
+                                 K)
+    xv, wv = rng.standard_normal((4, 3)), rng.standard_normal((5, 4))
+    with ng.transformers.make_transformer(float_dtype="float64") as t:
+        run = t._subgraph(Graph((x, w), (whole,)), ((0, False),))
+        assert run.accepted_into == (0,)
+        pack = np.zeros((9, 2, 3))
+        (got,) = run(xv, wv, pack[:, 1])
+    assert np.shares_memory(got, pack)
+    np.testing.assert_allclose(pack[:, 1], np.concatenate([np.tanh(wv @ xv) + 1, xv * xv - 1]), rtol=1e-12)
