@@ -238,3 +238,55 @@ def test_printable_names_still_work() -> None:
         f = t.computation((x * 2).named("y \\"), x)
         np.testing.assert_allclose(f(np.arange(3.0)), [0.0, 2.0, 4.0])
         assert 'x """ \\' in f.source
+
+
+@pytest.mark.parametrize("payload", ["\n", "'", "\x00"])
+def test_scan_plans_with_buffers_views_and_concats_hold_no_user_text(payload: str,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The plan lines of this compiler's later forms (a scan body written into the pack: ``into``
+    params, chained states; views as expressions: ``vI = vJ[indexI]``; a result concat's parts in
+    place: ``wholeK``) hold only generated identifiers, with every op's name and label hostile past
+    validation. A control character set past validation is refused (typed) when a pass rebuilds the
+    op; a quote compiles, and stays in the comments."""
+    import re
+
+    from ngraph_core.ir import walk
+
+    monkeypatch.delenv(MARK, raising=False)
+    h, n, rec, g = ng.make_axis(3, "H"), ng.make_axis(2, "N"), ng.make_axis(4, "REC"), ng.make_axis(6, "G")
+    x = ng.placeholder([g, rec, n], name="x")
+    u = ng.variable([g, ng.make_axis(3, "H2")], initial_value=np.linspace(-1, 1, 18).reshape(6, 3), name="U")
+
+    def step(x_t, state):
+        gates = x_t + ng.dot(u, ng.cast_axes(state, [ng.make_axis(3, "H2"), n]))
+        i = ng.sigmoid(ng.cast_axes(ng.slice_along_axis(gates, g, slice(0, 3)), [h, n]))
+        c = ng.tanh(ng.cast_axes(ng.slice_along_axis(gates, g, slice(3, 6)), [h, n]))
+        new = i * c + state * 0.5
+        return [new], [new]
+
+    (final,), _ = ng.scan(step, [x], [ng.constant(0.0, [h, n])], rec)
+    (grad,) = ng.gradients(ng.sum(final * final), [u])
+    y = ng.placeholder([h, n], name="y")
+    joined = ng.concat_along_axis([ng.tanh(y * 2.0) + 1.0, ng.sigmoid(y) * y], h)
+    for op in walk([final, grad, joined]):
+        object.__setattr__(op, "meta", Meta(name=hostile(payload), labels={hostile(payload)}))
+    plans = []
+    with ng.transformers.make_transformer() as t:
+        try:
+            for results, inputs, feeds in (([final, grad], [x], [np.ones((6, 4, 2))]),
+                                           ([joined], [y], [np.ones((3, 2))])):
+                f = t.computation(results, *inputs)
+                f(*feeds)
+                plans.append(f.source)
+        except ng.NgraphError:
+            assert payload in ("\n", "\x00"), "a printable name was refused"
+        else:
+            assert payload == "'", "a control character reached a compiled plan"
+            plans += [c.source for c in t._subgraphs.values()]
+    assert MARK not in os.environ
+    if plans:
+        sources = "\n".join(plans)
+        assert "into0" in sources and "[index" in sources and "whole" in sources  # each new form is exercised
+        for plan in plans:
+            for line in plan.splitlines()[1:]:
+                assert re.fullmatch(r" {4}[A-Za-z0-9_(), =\[\]]*", line.split("  # ", 1)[0]), line
