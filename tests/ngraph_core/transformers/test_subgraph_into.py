@@ -57,7 +57,7 @@ def test_a_strided_buffer_only_for_kernels_that_write_one() -> None:
 def test_a_scan_writes_its_kept_values_into_the_pack() -> None:
     """The gated body's kept values (REC-first slots) and new state are written in place (the state
     straight into the next step's pre-step slot; the reverse scan's states into ping-pong buffers),
-    and a training computation's values equal the unoptimized plan's."""
+    and a training computation's values equal NumPy's loop and finite differences."""
     x = ng.placeholder([H, ng.make_axis(6, "REC"), N], name="x")
     w = ng.variable([H], initial_value=np.linspace(-1, 1, 4), name="w")
 
@@ -80,6 +80,27 @@ def test_a_scan_writes_its_kept_values_into_the_pack() -> None:
                 assert written == [(0, 1), (1, 2, 3)]
     for got, want in zip(*results, strict=True):
         np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+    # both plans chain their states: the forward and the gradient are also checked against NumPy
+    wv = np.linspace(-1, 1, 4).astype(np.float32).astype(np.float64)[:, None]  # w keeps its float32 value
+
+    def forward(w: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+        h, ys = np.zeros((4, 3)), []
+        for t in range(6):
+            z = 1 / (1 + np.exp(-(xv[:, t] * w + h)))
+            h = z * h + (1 - z) * np.tanh(xv[:, t] - h)
+            ys.append(h)
+        ys = np.stack(ys, 1)
+        return h, ys, float(np.sum(ys * ys) + np.sum(h))
+
+    want_final, want_ys, _ = forward(wv)
+    np.testing.assert_allclose(results[0][0], want_final, rtol=1e-10)
+    np.testing.assert_allclose(results[0][1], want_ys, rtol=1e-10)
+    numeric = np.zeros(4)
+    for k in range(4):
+        bump = np.zeros((4, 1))
+        bump[k] = 1e-6
+        numeric[k] = (forward(wv + bump)[2] - forward(wv - bump)[2]) / 2e-6
+    np.testing.assert_allclose(results[0][2], numeric, rtol=1e-6, atol=1e-8)
 
 
 def test_a_result_concat_has_its_parts_computed_in_place() -> None:
