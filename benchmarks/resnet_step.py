@@ -72,12 +72,36 @@ def make_batch(rng, batch: int = BATCH):
 
 
 def reference_weights() -> tuple[list, object, object]:
-    """PyTorch's seeded draws: conv filters ``(K, C, R, S)``, the linear weight ``(10, 64)`` and bias."""
+    """PyTorch's seeded draws: conv filters ``(K, C, R, S)``, the linear weight ``(10, 64)`` and bias.
+
+    Drawn in a child process (``--write-weights``) and read back from an ``.npz`` without pickle,
+    so that our side's process never imports torch: torch's ~200 MiB counted in our peak RSS
+    (430 MiB of it, 2026-11-25), and its thread pool shared our cores.
+    """
+    import subprocess
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    import numpy as np
+
+    with tempfile.TemporaryDirectory() as directory:
+        path = Path(directory) / "weights.npz"
+        subprocess.run([sys.executable, __file__, "--write-weights", str(path)], check=True)
+        with np.load(path, allow_pickle=False) as f:
+            count = sum(1 for name in f.files if name.startswith("conv"))
+            return [f[f"conv{i}"] for i in range(count)], f["fc_w"], f["fc_b"]
+
+
+def write_reference_weights(path: str) -> None:
+    """Draw the weights with PyTorch (seed 0) and save them to ``path`` (an ``.npz``)."""
+    import numpy as np
     import torch
 
     torch.manual_seed(0)
     _, convs, fc = torch_resnet20(torch)
-    return [c.weight.detach().numpy() for c in convs], fc.weight.detach().numpy(), fc.bias.detach().numpy()
+    arrays = {f"conv{i}": c.weight.detach().numpy() for i, c in enumerate(convs)}
+    np.savez(path, fc_w=fc.weight.detach().numpy(), fc_b=fc.bias.detach().numpy(), **arrays)
 
 
 def build_ngraph_network(training: bool, batch: int, backend: str = "numpy"):
@@ -156,9 +180,11 @@ def build_torch(threads: int, device: str = "cpu") -> tuple[Step, str]:
 BUILDERS = {"ngraph": build_ngraph, "torch": build_torch}
 
 if __name__ == "__main__":
-    if os.environ.get("RESNET_STEP_CHECK") == "1":
-        import sys
+    import sys
 
+    if sys.argv[1:2] == ["--write-weights"]:
+        write_reference_weights(sys.argv[2])
+    elif os.environ.get("RESNET_STEP_CHECK") == "1":
         side = sys.argv[sys.argv.index("--side") + 1]
         step, _ = BUILDERS[side](1)
         print(side, [round(float(step()), 4) for _ in range(5)])

@@ -1,11 +1,15 @@
 """Suite-wide settings: every compile in the tests verifies the graph after every pass (DESIGN §5),
-and tests marked ``gpu`` skip, saying why, where the CuPy transformer cannot run."""
+eligible convolutions run Winograd, and tests marked ``gpu`` skip, saying why, where the CuPy transformer cannot run."""
 
 import os
 
 import pytest
 
 os.environ.setdefault("NG_CHECK", "1")
+# every eligible convolution (3x3, stride 1) in the suite runs the Winograd kernels; the default
+# ("auto": a measured choice per layer) would make which kernel a test checks depend on timing.
+# test_winograd.py checks both kernels against each other and PyTorch, and the auto choice.
+os.environ.setdefault("NG_CONV", "winograd")
 
 _gpu_reason: list[str | None] = []  # computed once: None when a GPU is usable
 

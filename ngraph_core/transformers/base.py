@@ -179,6 +179,8 @@ class Transformer:
     kernel_overrides: dict[OpType, Any] = {}
     # the im2col the convolution kernels use (None: the shared one; see KernelContext.im2col)
     im2col: Any = None
+    # what a convolution kernel runs instead of im2col (None: im2col; see KernelContext.conv_variant)
+    conv_variant: Any = None
 
     def __init__(self, float_dtype: str = "float32", seed: int | None = 0, optimize: bool = True,
                  extra_rules: Any = None, profile: bool = False, communicator: Any = None,
@@ -470,7 +472,8 @@ class Transformer:
     def _build(self, graph: CompiledGraph, placeholders: Sequence[Op], workspace: Workspace | None = None,
                on_device: bool = False, into: tuple[tuple[int, bool], ...] = ()) -> tuple[str, Callable[..., tuple]]:
         kc = KernelContext(self.xp, self.dtype_of, self.generator_for, workspace, self._subgraph,
-                           communicator=self.communicator, im2col=self.im2col)
+                           communicator=self.communicator, im2col=self.im2col,
+                           conv_variant=self.conv_variant)
         buffer_of, env = self._buffers(graph)
         accepted = _accepted_into(graph, into) if on_device else []
         for k, j in enumerate(accepted):

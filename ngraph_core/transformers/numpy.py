@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy
 
 from ..ir import OpType
-from . import numba_kernels
+from . import numba_kernels, winograd
 from .base import Transformer, register_transformer
 
 
@@ -16,6 +16,8 @@ class NumpyTransformer(Transformer):
     xp = numpy
     # NG_KERNELS=numba compiles fused element-wise programs (NumPy arrays only); else the shared kernel
     kernel_overrides = {OpType.FUSED: numba_kernels.fused}
+    # 3x3 stride-1 convolutions: Winograd F(2x2, 3x3) where it measures faster (NG_CONV; needs numba)
+    conv_variant = staticmethod(winograd.variant)
 
 
 register_transformer("numpy", NumpyTransformer)

@@ -79,6 +79,9 @@ class KernelContext:
             ``allreduce_wait`` kernels complete, keyed by the start op (one dict per computation).
         im2col: the backend's im2col maker, ``(xp, x_axes, fshape, conv_arg, dtype, x_dtype) -> Im2col``
             (None: the shared ``kernels/conv.Im2col``; the CuPy transformer gives a CUDA kernel's).
+        conv_variant: ``(kind, kernel, kc, *args) -> kernel``: what a convolution kernel of ``kind``
+            (``conv``, ``bprop_data``, ``bprop_filter``) runs in place of the im2col ``kernel``
+            (None: that kernel; the NumPy transformer gives ``winograd.variant``).
 
     Calling convention: a kernel for an op that owns a buffer (not in
     ``OpGroup.NO_BUFFER``) is called as ``kernel(out, *inputs)`` and writes its value
@@ -94,6 +97,7 @@ class KernelContext:
     communicator: Any = None
     pending: dict[Op, Any] = field(default_factory=dict, compare=False)
     im2col: Callable[..., Any] | None = None
+    conv_variant: Callable[..., Any] | None = None
 
     def subgraph(self, graph: Any, into: tuple[tuple[int, bool], ...] = ()) -> Callable[..., tuple]:
         """``graph`` (an ``ir.Graph``) compiled once on this transformer: a function from one array per

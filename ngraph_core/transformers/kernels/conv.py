@@ -233,7 +233,12 @@ def conv_into(x: Op, w: Op, arg: ConvArg, dtype: str, kc: KernelContext) -> Call
         _conv_rows(xp, im2col, _filter_matrix(w2, groups), groups, out, im2col.windows(xv, buffers), buffers)
         return out
 
-    return conv_kernel
+    return _variant(kc, "conv", conv_kernel, x, w, arg, dtype)
+
+
+def _variant(kc: KernelContext, kind: str, kernel: Kernel, *args: Any) -> Kernel:
+    """``kernel``, or what the backend's ``conv_variant`` runs instead (``transformers/winograd.py``)."""
+    return kernel if kc.conv_variant is None else kc.conv_variant(kind, kernel, kc, *args)
 
 
 def conv(op: Op, kc: KernelContext) -> Kernel:
@@ -281,7 +286,7 @@ def conv_bprop_filter(op: Op, kc: KernelContext) -> Kernel:
             xp.copyto(_grouped_weights(out2, groups), acc)
         return out
 
-    return conv_bprop_filter_kernel
+    return _variant(kc, "bprop_filter", conv_bprop_filter_kernel, op)
 
 
 def conv_bprop_data(op: Op, kc: KernelContext) -> Kernel:
@@ -294,8 +299,10 @@ def conv_bprop_data(op: Op, kc: KernelContext) -> Kernel:
                       for f, d, (before, after) in zip(fshape, arg.dilation, arg.padding))
     widening = wr.in_channels.length * arg.groups < wr.out_channels.length  # C < K: col2im's GEMM is wider
     if all(s == 1 for s in arg.strides) and all(p >= 0 for pair in full_pads for p in pair) and not widening:
-        return _bprop_data_as_convolution(op, kc, ConvArg(arg.strides, full_pads, arg.dilation, arg.groups))
-    return _bprop_data_col2im(op, kc)
+        kernel = _bprop_data_as_convolution(op, kc, ConvArg(arg.strides, full_pads, arg.dilation, arg.groups))
+    else:
+        kernel = _bprop_data_col2im(op, kc)
+    return _variant(kc, "bprop_data", kernel, op)
 
 
 def _bprop_data_as_convolution(op: Op, kc: KernelContext, full: ConvArg) -> Kernel:

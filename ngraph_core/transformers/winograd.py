@@ -1,0 +1,450 @@
+"""Winograd F(2x2, 3x3) convolutions on the CPU: numba-compiled transforms, one tile row at a time.
+
+For a 3x3 filter with stride 1 (no dilation, no groups), each 2x2 block of outputs is
+``Aᵀ [U ⊙ V] A``: ``V = Bᵀ d B`` of the 4x4 input tile ``d`` around it, ``U = G g Gᵀ`` of the
+filter. Summed over channels, the 16 element-wise products become 16 GEMMs
+``U[pq] (K x C) @ V[pq] (C x tiles*N)``: 2.25x fewer multiplications than im2col's GEMM, and
+a GEMM whose rows are the output channels and whose reduction is the input channels, in
+place of im2col's ``K x 9C`` against ``9C x positions``.
+
+Layout: the internal layout of ``kernels/conv.py``, ``(C, H, W, N)`` (neon's CHWN). A tile row
+of the input (four padded rows) becomes ``V`` of shape ``(16, C, tiles, N)``; the innermost loop
+runs over the batch, contiguous on both sides, so the generated loops vectorize. Each of the 16
+outputs of a tile is its own loop (one store stream against four loads): a single loop that
+stored all 16 did not vectorize (numba cannot tell LLVM the arrays do not overlap) and took
+3.1 ms against 0.22 for the 64-channel layer below.
+
+Why a tile row at a time: ``V`` and the GEMM's output for one tile row (0.3-1 MiB in ResNet-20)
+stay in the 2 MiB L2 cache between the transform, the GEMM and the output transform. Whole-layer
+arrays (4-16 MiB) went to memory and back. Forward pass, one thread, float32, batch 64,
+3x3, pad 1, ms per call (2026-11-25, AMD EPYC, OpenBLAS SkylakeX kernels):
+
+====================  ========  =======================  ==========================
+layer                 im2col    Winograd, whole layer    Winograd, a tile row a time
+====================  ========  =======================  ==========================
+16x32x32 -> 16        7.8       8.8                      3.9
+32x16x16 -> 32        6.4       6.3                      2.5
+64x8x8 -> 64          4.7       3.4                      3.0
+====================  ========  =======================  ==========================
+
+The same transforms written as NumPy array operations took 14.5 / 7.8 / 5.4 ms whole-layer (40
+strided passes), and a Python loop of them per tile row is worse; so this path needs numba,
+and without numba (or with ``NG_KERNELS=numpy``) the im2col kernels run.
+
+The three convolution kernels:
+
+* forward: ``out = Aᵀ[U ⊙ V(x)]A``;
+* data gradient (stride 1): the forward convolution of ``dY`` with the filter flipped in
+  space and its channel roles swapped, with "full" padding ``2 - p``;
+* filter gradient: ``dU[pq] = Σ_tiles Ŷ[pq] V[pq]ᵀ`` with ``Ŷ = A dY Aᵀ`` (the adjoint of the
+  output transform) and ``dg = Gᵀ dU G`` (the adjoint of the filter transform).
+
+Which algorithm runs is chosen per layer by measurement (``NG_CONV``, see ``choose``).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import platform
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..ir import Op
+from ..ir.conv import ConvArg, activation_roles, filter_roles
+from .kernels.context import Kernel, KernelContext
+from .kernels.windows import PaddedCopy, is_identity
+from .numba_kernels import HAVE_NUMBA, _load, cache_dir
+
+BT = ((1, 0, -1, 0), (0, 1, 1, 0), (0, -1, 1, 0), (0, 1, 0, -1))
+"""Bᵀ: the input transform of F(2, 3) along one axis (4 inputs -> 4)."""
+G = ((1.0, 0.0, 0.0), (0.5, 0.5, 0.5), (0.5, -0.5, 0.5), (0.0, 0.0, 1.0))
+"""G: the filter transform (3 taps -> 4)."""
+AT = ((1, 1, 1, 0), (0, 1, -1, -1))
+"""Aᵀ: the output transform (4 -> 2 outputs)."""
+
+FLOAT_DTYPES = ("float32", "float64")
+ALGORITHMS = ("im2col", "winograd")
+TIMED_CALLS = 3
+"""Calls of each algorithm timed, alternating, before a layer's choice (the median decides)."""
+
+
+def _signed_sum(terms: Sequence[tuple[int, str]]) -> str:
+    """``a - b + c`` from ``[(1, "a"), (-1, "b"), (1, "c")]`` (zero coefficients left out)."""
+    text = ""
+    for coefficient, term in terms:
+        if coefficient:
+            text += f" {'+' if coefficient > 0 else '-'} {term}" if text else ("" if coefficient > 0 else "-") + term
+    return text
+
+
+def input_source() -> str:
+    """``k(xp, V, i)``: ``V[pq, c, j, :] = (Bᵀ d B)[p, q]`` of tile row ``i`` of the padded input ``xp``
+    ``(C, H, W, N)``; ``V`` is ``(16, C, tiles, N)``."""
+    lines = ["def k(xp, V, i):",
+             "    channels, batch, tiles = xp.shape[0], xp.shape[3], V.shape[2]",
+             "    h = 2 * i",
+             "    for c in range(channels):",
+             "        r0 = xp[c, h]",
+             "        r1 = xp[c, h + 1]",
+             "        r2 = xp[c, h + 2]",
+             "        r3 = xp[c, h + 3]",
+             "        for j in range(tiles):",
+             "            w = 2 * j"]
+    for p in range(4):
+        for q in range(4):
+            terms = [(BT[p][a] * BT[q][b], f"r{a}[w + {b}, n]") for a in range(4) for b in range(4)]
+            lines += [f"            o = V[{4 * p + q}, c, j]",
+                      "            for n in range(batch):",
+                      f"                o[n] = {_signed_sum(terms)}"]
+    return "\n".join(lines) + "\n"
+
+
+def output_source() -> str:
+    """``k(M, out, i)``: output rows ``2i, 2i + 1`` of ``out`` ``(K, 2 * tile rows, 2 * tiles, N)`` as
+    ``Aᵀ m A`` of each tile's 16 GEMM results ``M`` ``(16, K, tiles, N)``."""
+    lines = ["def k(M, out, i):",
+             "    channels, tiles, batch = M.shape[1], M.shape[2], M.shape[3]",
+             "    for c in range(channels):",
+             "        for j in range(tiles):",
+             "            w = 2 * j"]
+    lines += [f"            m{t} = M[{t}, c, j]" for t in range(16)]
+    for y in range(2):
+        for z in range(2):
+            terms = [(AT[y][p] * AT[z][q], f"m{4 * p + q}[n]") for p in range(4) for q in range(4)]
+            lines += [f"            o = out[c, 2 * i + {y}, w + {z}]",
+                      "            for n in range(batch):",
+                      f"                o[n] = {_signed_sum(terms)}"]
+    return "\n".join(lines) + "\n"
+
+
+def gradient_source() -> str:
+    """``k(dy, Y, i)``: ``Y[pq, k, j, :] = (A e Aᵀ)[p, q]`` of each 2x2 block ``e`` of tile row ``i`` of
+    the output gradient ``dy`` ``(K, 2 * tile rows, 2 * tiles, N)``; ``Y`` is ``(16, K, tiles, N)``."""
+    lines = ["def k(dy, Y, i):",
+             "    channels, batch, tiles = dy.shape[0], dy.shape[3], Y.shape[2]",
+             "    for c in range(channels):",
+             "        e0 = dy[c, 2 * i]",
+             "        e1 = dy[c, 2 * i + 1]",
+             "        for j in range(tiles):",
+             "            w = 2 * j"]
+    for p in range(4):
+        for q in range(4):
+            terms = [(AT[y][p] * AT[z][q], f"e{y}[w + {z}, n]") for y in range(2) for z in range(2)]
+            lines += [f"            o = Y[{4 * p + q}, c, j]",
+                      "            for n in range(batch):",
+                      f"                o[n] = {_signed_sum(terms)}"]
+    return "\n".join(lines) + "\n"
+
+
+_SOURCES = {"input": input_source, "output": output_source, "gradient": gradient_source}
+
+
+@functools.cache
+def transform(name: str) -> Callable[..., Any]:
+    """The numba function of a transform (``input``, ``output``, ``gradient``): ``njit(cache=True)``, its
+    generated source kept in the kernel cache directory so a second process loads the machine code."""
+    return _load("from numba import njit\n\n\n@njit(cache=True, nogil=True)\n" + _SOURCES[name]())
+
+
+def filter_transform(g: Any, out: Any) -> Any:
+    """``U[p, q, k, c] = (G g[c, :, :, k] Gᵀ)[p, q]`` of a ``(C, 3, 3, K)`` filter into ``out`` ``(16, K, C)``."""
+    gm = np.asarray(G, dtype=out.dtype)
+    rows = np.tensordot(gm, g, axes=(1, 1))  # (4, C, 3, K)
+    both = np.tensordot(rows, gm, axes=(2, 1))  # (4, C, K, 4)
+    np.copyto(out.reshape(4, 4, *out.shape[1:]), both.transpose(0, 3, 2, 1))
+    return out
+
+
+def filter_gradient(du: Any, out: Any) -> Any:
+    """``dg[c, :, :, k] = Gᵀ dU[:, :, k, c] G`` (the adjoint of ``filter_transform``) into ``out`` ``(C, 3, 3, K)``."""
+    gm = np.asarray(G, dtype=du.dtype)
+    d4 = du.reshape(4, 4, *du.shape[1:])  # (p, q, K, C)
+    rows = np.tensordot(gm, d4, axes=(0, 0))  # (r, q, K, C)
+    both = np.tensordot(rows, gm, axes=(1, 0))  # (r, K, C, s)
+    np.copyto(out, both.transpose(2, 0, 3, 1), casting="unsafe")
+    return out
+
+
+def eligible(fshape: Sequence[int], arg: ConvArg, dtype: str, xp: Any = np) -> bool:
+    """True when this module computes the convolution: NumPy arrays, numba importable, a float
+    dtype, a 2-d 3x3 filter, stride 1, no dilation, no groups."""
+    return (HAVE_NUMBA and xp is np and dtype in FLOAT_DTYPES and tuple(fshape) == (3, 3)
+            and tuple(arg.strides) == (1, 1) and tuple(arg.dilation) == (1, 1) and arg.groups == 1)
+
+
+class Tiles:
+    """The tiling of one convolution: a padded input copy, per-tile-row scratch, the compiled transforms.
+
+    Args:
+        c: input channels (of the convolution as computed: ``dY``'s for a data gradient).
+        k: output channels.
+        lengths: the input's spatial lengths ``(H, W)``.
+        n: the batch.
+        padding: ``((top, bottom), (left, right))`` zero padding.
+        perm: the input's axes order to the internal ``(C, H, W, N)``.
+        dtype: the computation dtype.
+    """
+
+    def __init__(self, c: int, k: int, lengths: Sequence[int], n: int, padding: Sequence[tuple[int, int]],
+                 perm: Sequence[int], dtype: str) -> None:
+        self.c, self.k, self.n, self.dtype = c, k, n, dtype
+        self.out_lengths = tuple(length + before + after - 2 for length, (before, after) in zip(lengths, padding))
+        self.tile_rows, self.tiles = (-(-m // 2) for m in self.out_lengths)
+        padded = (c, 2 * self.tile_rows + 2, 2 * self.tiles + 2, n)
+        # a ceil-sized output needs the padded input one row/column longer than its padding says
+        pads = [(before, size - length - before) for (before, _), size, length in zip(padding, padded[1:3], lengths)]
+        self.pad = PaddedCopy(padded, (1, 2), pads, 0.0)
+        self.perm = tuple(perm)
+        self.even = all(m % 2 == 0 for m in self.out_lengths)
+        self.whole_shape = (k, 2 * self.tile_rows, 2 * self.tiles, n)
+        self.specs = [(padded, dtype), ((16, c, self.tiles, n), dtype), ((16, k, self.tiles, n), dtype),
+                      ((16, k, c), dtype)]
+        self.to_tiles = transform("input")
+
+    def transformed_input(self, x: Any, buffers: Sequence[Any]) -> Any:
+        """``x`` (any axes order) padded into its buffer, in internal layout."""
+        return self.pad(np, buffers[0], x.transpose(self.perm))
+
+    def forward(self, out: Any, x: Any, g: Any, buffers: Sequence[Any], scratch: Any = None) -> Any:
+        """``out`` ``(K, Ho, Wo, N)`` (C-contiguous) = the convolution of ``x`` with ``g`` ``(C, 3, 3, K)``;
+        ``scratch`` ``(K, 2 * tile rows, 2 * tiles, N)`` is needed when an output length is odd."""
+        xp_, v, m, u = buffers[:4]
+        filter_transform(g, u)
+        from_tiles = transform("output")
+        padded = self.transformed_input(x, buffers)
+        whole = out if self.even else scratch
+        vm, mm = v.reshape(16, self.c, -1), m.reshape(16, self.k, -1)
+        for i in range(self.tile_rows):
+            self.to_tiles(padded, v, i)
+            np.matmul(u, vm, out=mm)
+            from_tiles(m, whole, i)
+        if not self.even:
+            np.copyto(out, whole[:, :self.out_lengths[0], :self.out_lengths[1]])
+        return out
+
+
+def _conv_tiles(x_axes: Any, k: int, arg: ConvArg, dtype: str) -> Tiles:
+    roles = activation_roles(x_axes, "conv")
+    return Tiles(roles.channel.length, k, roles.spatial.lengths, roles.batch.length, arg.padding, roles.perm, dtype)
+
+
+def _odd_scratch(tiles: Tiles) -> list[tuple[tuple[int, ...], str]]:
+    return [] if tiles.even else [(tiles.whole_shape, tiles.dtype)]
+
+
+def conv_into(x: Op, w: Op, arg: ConvArg, dtype: str, kc: KernelContext) -> Callable[[Any, Any, Any], Any]:
+    """``fn(out, xv, wv)``: the forward convolution into ``out`` ``[K, *out, N]``, as ``kernels/conv.conv_into``."""
+    wr = filter_roles(w.axes, "conv")
+    c, k = wr.in_channels.length, wr.out_channels.length
+    tiles = _conv_tiles(x.axes, k, arg, dtype)
+    views = kc.scratch().request(tiles.specs + _odd_scratch(tiles))
+
+    def winograd_conv_kernel(out, xv, wv):
+        buffers = views()
+        g = wv.reshape(c, 3, 3, k).astype(dtype, copy=False)
+        return tiles.forward(out, xv, g, buffers, None if tiles.even else buffers[4])
+
+    return winograd_conv_kernel
+
+
+def bprop_data(op: Op, kc: KernelContext) -> Kernel:
+    """dX = conv(dY, W') with "full" padding ``2 - p``, ``W'`` the filter flipped in space with its
+    channel roles swapped: ``W'[k, r, s, c] = W[c, 2 - r, 2 - s, k]``."""
+    dtype = kc.dtype_of(op)
+    dy, w = op.src
+    xr, wr = activation_roles(op.axes, "conv_bprop_data"), filter_roles(w.axes, "conv_bprop_data")
+    c, k = wr.in_channels.length, wr.out_channels.length
+    full = ConvArg(op.arg.strides, tuple((2 - before, 2 - after) for before, after in op.arg.padding),
+                   op.arg.dilation, op.arg.groups)
+    tiles = _conv_tiles(dy.axes, c, full, dtype)
+    copy_out = not is_identity(xr.perm)
+    extra = _odd_scratch(tiles) + ([(tuple(xr.canonical.lengths), dtype)] if copy_out else [])
+    views = kc.scratch().request(tiles.specs + [((k, 3, 3, c), dtype)] + extra)
+
+    def winograd_bprop_data_kernel(out, dyv, wv):
+        buffers = views()
+        flipped = buffers[4]
+        np.copyto(flipped, wv.reshape(c, 3, 3, k)[:, ::-1, ::-1].transpose(3, 1, 2, 0), casting="unsafe")
+        dx = buffers[-1] if copy_out else out
+        tiles.forward(dx, dyv, flipped, buffers, None if tiles.even else buffers[5])
+        if copy_out:
+            np.copyto(out.transpose(xr.perm), dx)
+        return out
+
+    return winograd_bprop_data_kernel
+
+
+def bprop_filter(op: Op, kc: KernelContext) -> Kernel:
+    """dW: ``dU[pq] = Σ over tile rows of Ŷ[pq] V[pq]ᵀ`` (``Ŷ = A dY Aᵀ``), then ``dW = Gᵀ dU G``."""
+    dtype = kc.dtype_of(op)
+    x, dy = op.src
+    wr = filter_roles(op.axes, "conv_bprop_filter")
+    c, k = wr.in_channels.length, wr.out_channels.length
+    tiles = _conv_tiles(x.axes, k, op.arg, dtype)
+    dyr = activation_roles(dy.axes, "conv_bprop_filter")
+    dy_pad = PaddedCopy(tiles.whole_shape, (1, 2),
+                        [(0, whole - length) for whole, length in zip(tiles.whole_shape[1:3], tiles.out_lengths)],
+                        0.0)
+    copy_dy = not tiles.even or not is_identity(dyr.perm) or kc.dtype_of(dy) != dtype
+    extra = [((16, k, tiles.tiles, tiles.n), dtype), ((16, k, c), dtype)]
+    views = kc.scratch().request(tiles.specs + extra + ([(tiles.whole_shape, dtype)] if copy_dy else []))
+
+    def winograd_bprop_filter_kernel(out, xv, dyv):
+        buffers = views()
+        padded_x, v, _, du = buffers[:4]
+        y, part = buffers[4], buffers[5]
+        padded_x = tiles.transformed_input(xv, buffers)
+        dyi = dy_pad(np, buffers[6], dyv.transpose(dyr.perm)) if copy_dy else dyv
+        to_gradient = transform("gradient")
+        vm, ym = v.reshape(16, c, -1), y.reshape(16, k, -1)
+        for i in range(tiles.tile_rows):
+            tiles.to_tiles(padded_x, v, i)
+            to_gradient(dyi, y, i)
+            np.matmul(ym, vm.transpose(0, 2, 1), out=du if i == 0 else part)
+            if i:
+                du += part
+        return filter_gradient(du, out.reshape(c, 3, 3, k))
+
+    return winograd_bprop_filter_kernel
+
+
+# ---------------------------------------------------------------------------------------------
+# choosing per layer, by measurement
+
+
+def mode() -> str:
+    """``NG_CONV``: ``auto`` (default: time both algorithms on a layer's first call, keep the faster),
+    ``winograd`` (wherever eligible) or ``im2col`` (never Winograd). ``NG_KERNELS=numpy`` means im2col."""
+    if os.environ.get("NG_KERNELS", "").strip().lower() == "numpy":
+        return "im2col"
+    value = os.environ.get("NG_CONV", "auto").strip().lower() or "auto"
+    if value not in ("auto", *ALGORITHMS):
+        raise ValueError(f"NG_CONV={value!r}: expected one of auto, winograd, im2col; hint: unset it for auto")
+    return value
+
+
+MEASURED: dict[str, dict[str, Any]] = {}
+"""Choices made in this process (and loaded from disk): key -> ``{"chosen", "ms": {algorithm: median}}``."""
+_loaded = False
+
+
+def choices_path() -> Path:
+    """The on-disk record of measured choices (next to the compiled kernels)."""
+    return cache_dir().parent / "conv_choices.json"
+
+
+def _cpu() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _load_choices() -> None:
+    """Read the disk record once; an unreadable or malformed record is ignored (it is re-measured)."""
+    global _loaded
+    if _loaded:
+        return
+    _loaded = True
+    try:
+        record = json.loads(choices_path().read_text())
+    except (OSError, ValueError):
+        return
+    if isinstance(record, dict):
+        for key, entry in record.items():
+            if isinstance(entry, dict) and entry.get("chosen") in ALGORITHMS:
+                MEASURED.setdefault(key, entry)
+
+
+def _save_choices() -> None:
+    """Write the record atomically (a temporary file renamed over it)."""
+    path = choices_path()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+        with os.fdopen(fd, "w") as f:
+            json.dump(MEASURED, f, indent=1, sort_keys=True)
+        os.replace(tmp, path)
+    except OSError:
+        pass  # a read-only home: the choice is kept for this process only
+
+
+def layer_key(kind: str, shapes: Sequence[Sequence[int]], arg: ConvArg, dtype: str) -> str:
+    """The key of a measured choice: the kernel, its operands' shapes, padding, dtype, CPU and threads."""
+    threads = ",".join(os.environ.get(v, "") for v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "NG_THREADS"))
+    geometry = ";".join("x".join(str(d) for d in s) for s in shapes)
+    return f"{kind}|{geometry}|pad={arg.padding}|{dtype}|{_cpu()}|cores={os.cpu_count()}|threads={threads}"
+
+
+def choose(key: str, candidates: dict[str, Kernel]) -> Kernel:
+    """A kernel that runs the measured-faster candidate for ``key``.
+
+    The first call (when neither this process nor the disk record knows ``key``) times every
+    candidate ``TIMED_CALLS`` times, alternating, on the call's own operands (each writes the whole
+    output, so the result is correct whichever ran last), records the medians under ``key`` and
+    keeps the faster from then on.
+    """
+    _load_choices()
+    known = MEASURED.get(key)
+    if known is not None and known["chosen"] in candidates:
+        return candidates[known["chosen"]]
+    chosen: list[Kernel] = []
+
+    def measuring_kernel(out, *args):
+        if chosen:
+            return chosen[0](out, *args)
+        times: dict[str, list[float]] = {name: [] for name in candidates}
+        for _ in range(TIMED_CALLS):
+            for name, fn in candidates.items():
+                start = time.perf_counter()
+                fn(out, *args)
+                times[name].append(time.perf_counter() - start)
+        ms = {name: 1e3 * sorted(t)[len(t) // 2] for name, t in times.items()}
+        best = min(ms, key=ms.__getitem__)
+        MEASURED[key] = {"chosen": best, "ms": {name: round(v, 4) for name, v in ms.items()}}
+        _save_choices()
+        chosen.append(candidates[best])
+        return candidates[best](out, *args)
+
+    return measuring_kernel
+
+
+def variant(kind: str, kernel: Kernel, kc: KernelContext, *args: Any) -> Kernel:
+    """The kernel a convolution runs: ``kernel`` (im2col), the Winograd kernel, or a measured choice.
+
+    ``kind``: ``"conv"`` (``args``: x, w, arg, dtype), ``"bprop_data"`` or ``"bprop_filter"`` (``args``: the op).
+    """
+    wanted = mode()
+    if wanted == "im2col":
+        return kernel
+    if kind == "conv":
+        x, w, arg, dtype = args
+        if not eligible(filter_roles(w.axes, "conv").spatial.lengths, arg, dtype, kc.xp):
+            return kernel
+        fast = conv_into(x, w, arg, dtype, kc)
+        shapes = (x.axes.lengths, w.axes.lengths)
+    else:
+        (op,) = args
+        filters = op.src[1] if kind == "bprop_data" else op
+        dtype = kc.dtype_of(op)
+        fshape = filter_roles(filters.axes, f"conv_{kind}").spatial.lengths
+        too_wide = kind == "bprop_data" and any(p > 2 for pair in op.arg.padding for p in pair)
+        if too_wide or not eligible(fshape, op.arg, dtype, kc.xp):
+            return kernel  # (a data gradient's "full" padding 2 - p must not be negative)
+        fast = bprop_data(op, kc) if kind == "bprop_data" else bprop_filter(op, kc)
+        arg, shapes = op.arg, tuple(s.axes.lengths for s in op.src)
+    if wanted == "winograd":
+        return fast
+    return choose(layer_key(kind, shapes, arg, dtype), {"im2col": kernel, "winograd": fast})
+
