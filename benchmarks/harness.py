@@ -18,7 +18,7 @@ import sys
 import time
 from collections.abc import Callable
 
-THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NG_THREADS")  # NG_THREADS: our runtime
 
 Step = Callable[[], object]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy
 
 from ..ir import OpType
-from . import numba_kernels, winograd
+from . import numba_kernels, runtime, winograd
 from .base import Transformer, register_transformer
 
 
@@ -18,6 +18,10 @@ class NumpyTransformer(Transformer):
     kernel_overrides = {OpType.FUSED: numba_kernels.fused}
     # 3x3 stride-1 convolutions: Winograd F(2x2, 3x3) where it measures faster (NG_CONV; needs numba)
     conv_variant = staticmethod(winograd.variant)
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        runtime.own_cores()  # NG_THREADS > 1 (default: every core): BLAS one thread, our workers the rest
 
 
 register_transformer("numpy", NumpyTransformer)

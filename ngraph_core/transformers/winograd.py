@@ -58,6 +58,7 @@ import numpy as np
 
 from ..ir import Op
 from ..ir.conv import ConvArg, activation_roles, filter_roles
+from . import runtime
 from .kernels.context import Kernel, KernelContext
 from .kernels.windows import PaddedCopy, is_identity
 from .numba_kernels import HAVE_NUMBA, _load, cache_dir
@@ -179,8 +180,25 @@ def eligible(fshape: Sequence[int], arg: ConvArg, dtype: str, xp: Any = np) -> b
             and tuple(arg.strides) == (1, 1) and tuple(arg.dilation) == (1, 1) and arg.groups == 1)
 
 
+class Scratch:
+    """Named scratch arrays collected into one workspace request (``kc.scratch().request``)."""
+
+    def __init__(self) -> None:
+        self.specs: list[tuple[tuple[int, ...], str]] = []
+        self.index: dict[str, int] = {}
+
+    def add(self, name: str, shape: Sequence[int], dtype: str) -> None:
+        self.index[name] = len(self.specs)
+        self.specs.append((tuple(shape), dtype))
+
+    def request(self, kc: KernelContext) -> Callable[[], dict[str, Any]]:
+        views, index = kc.scratch().request(self.specs), self.index
+        return lambda: (lambda arrays: {name: arrays[i] for name, i in index.items()})(views())
+
+
 class Tiles:
-    """The tiling of one convolution: a padded input copy, per-tile-row scratch, the compiled transforms.
+    """The tiling of one convolution: a padded input copy, the compiled transforms, and the tile
+    rows split over the runtime's workers (``runtime.threads()``), each with its own scratch.
 
     Args:
         c: input channels (of the convolution as computed: ``dY``'s for a data gradient).
@@ -190,10 +208,11 @@ class Tiles:
         padding: ``((top, bottom), (left, right))`` zero padding.
         perm: the input's axes order to the internal ``(C, H, W, N)``.
         dtype: the computation dtype.
+        scratch: where the tiling adds its scratch arrays.
     """
 
     def __init__(self, c: int, k: int, lengths: Sequence[int], n: int, padding: Sequence[tuple[int, int]],
-                 perm: Sequence[int], dtype: str) -> None:
+                 perm: Sequence[int], dtype: str, scratch: Scratch) -> None:
         self.c, self.k, self.n, self.dtype = c, k, n, dtype
         self.out_lengths = tuple(length + before + after - 2 for length, (before, after) in zip(lengths, padding))
         self.tile_rows, self.tiles = (-(-m // 2) for m in self.out_lengths)
@@ -204,52 +223,72 @@ class Tiles:
         self.perm = tuple(perm)
         self.even = all(m % 2 == 0 for m in self.out_lengths)
         self.whole_shape = (k, 2 * self.tile_rows, 2 * self.tiles, n)
-        self.specs = [(padded, dtype), ((16, c, self.tiles, n), dtype), ((16, k, self.tiles, n), dtype),
-                      ((16, k, c), dtype)]
+        self.parts = runtime.split(self.tile_rows, runtime.threads())  # tile rows per worker
+        scratch.add("padded", padded, dtype)
+        for w in range(len(self.parts)):
+            scratch.add(f"V{w}", (16, c, self.tiles, n), dtype)
         self.to_tiles = transform("input")
 
-    def transformed_input(self, x: Any, buffers: Sequence[Any]) -> Any:
+    def padded_input(self, x: Any, buffers: dict[str, Any]) -> Any:
         """``x`` (any axes order) padded into its buffer, in internal layout."""
-        return self.pad(np, buffers[0], x.transpose(self.perm))
+        return self.pad(np, buffers["padded"], x.transpose(self.perm))
 
-    def forward(self, out: Any, x: Any, g: Any, buffers: Sequence[Any], scratch: Any = None) -> Any:
-        """``out`` ``(K, Ho, Wo, N)`` (C-contiguous) = the convolution of ``x`` with ``g`` ``(C, 3, 3, K)``;
-        ``scratch`` ``(K, 2 * tile rows, 2 * tiles, N)`` is needed when an output length is odd."""
-        xp_, v, m, u = buffers[:4]
-        filter_transform(g, u)
-        from_tiles = transform("output")
-        padded = self.transformed_input(x, buffers)
-        whole = out if self.even else scratch
-        vm, mm = v.reshape(16, self.c, -1), m.reshape(16, self.k, -1)
-        for i in range(self.tile_rows):
-            self.to_tiles(padded, v, i)
-            np.matmul(u, vm, out=mm)
-            from_tiles(m, whole, i)
-        if not self.even:
-            np.copyto(out, whole[:, :self.out_lengths[0], :self.out_lengths[1]])
+    def in_parallel(self, rows: Callable[[int, int, int], None]) -> None:
+        """``rows(worker, start, stop)`` for each worker's tile rows, in parallel."""
+        runtime.run([functools.partial(rows, w, start, stop) for w, (start, stop) in enumerate(self.parts)])
+
+
+class Forward:
+    """``out = Aᵀ[U ⊙ V]A``: the forward convolution of an internal-layout input with a ``(C, 3, 3, K)`` filter."""
+
+    def __init__(self, tiles: Tiles, scratch: Scratch) -> None:
+        self.tiles = tiles
+        t = tiles
+        scratch.add("U", (16, t.k, t.c), t.dtype)
+        for w in range(len(t.parts)):
+            scratch.add(f"M{w}", (16, t.k, t.tiles, t.n), t.dtype)
+        if not t.even:
+            scratch.add("whole", t.whole_shape, t.dtype)
+        self.from_tiles = transform("output")
+
+    def __call__(self, out: Any, x: Any, g: Any, buffers: dict[str, Any]) -> Any:
+        """``out`` ``(K, Ho, Wo, N)`` (C-contiguous) = the convolution of ``x`` (any axes order) with ``g``."""
+        t, from_tiles = self.tiles, self.from_tiles
+        u = filter_transform(g, buffers["U"])
+        padded = t.padded_input(x, buffers)
+        whole = out if t.even else buffers["whole"]
+
+        def rows(w: int, start: int, stop: int) -> None:
+            v, m = buffers[f"V{w}"], buffers[f"M{w}"]
+            vm, mm = v.reshape(16, t.c, -1), m.reshape(16, t.k, -1)
+            for i in range(start, stop):
+                t.to_tiles(padded, v, i)
+                np.matmul(u, vm, out=mm)
+                from_tiles(m, whole, i)
+
+        t.in_parallel(rows)
+        if not t.even:
+            np.copyto(out, whole[:, :t.out_lengths[0], :t.out_lengths[1]])
         return out
 
 
-def _conv_tiles(x_axes: Any, k: int, arg: ConvArg, dtype: str) -> Tiles:
+def _forward(x_axes: Any, k: int, padding: Any, dtype: str, scratch: Scratch) -> Forward:
     roles = activation_roles(x_axes, "conv")
-    return Tiles(roles.channel.length, k, roles.spatial.lengths, roles.batch.length, arg.padding, roles.perm, dtype)
-
-
-def _odd_scratch(tiles: Tiles) -> list[tuple[tuple[int, ...], str]]:
-    return [] if tiles.even else [(tiles.whole_shape, tiles.dtype)]
+    tiles = Tiles(roles.channel.length, k, roles.spatial.lengths, roles.batch.length, padding, roles.perm, dtype,
+                  scratch)
+    return Forward(tiles, scratch)
 
 
 def conv_into(x: Op, w: Op, arg: ConvArg, dtype: str, kc: KernelContext) -> Callable[[Any, Any, Any], Any]:
     """``fn(out, xv, wv)``: the forward convolution into ``out`` ``[K, *out, N]``, as ``kernels/conv.conv_into``."""
     wr = filter_roles(w.axes, "conv")
     c, k = wr.in_channels.length, wr.out_channels.length
-    tiles = _conv_tiles(x.axes, k, arg, dtype)
-    views = kc.scratch().request(tiles.specs + _odd_scratch(tiles))
+    scratch = Scratch()
+    forward = _forward(x.axes, k, arg.padding, dtype, scratch)
+    views = scratch.request(kc)
 
     def winograd_conv_kernel(out, xv, wv):
-        buffers = views()
-        g = wv.reshape(c, 3, 3, k).astype(dtype, copy=False)
-        return tiles.forward(out, xv, g, buffers, None if tiles.even else buffers[4])
+        return forward(out, xv, wv.reshape(c, 3, 3, k).astype(dtype, copy=False), views())
 
     return winograd_conv_kernel
 
@@ -261,19 +300,20 @@ def bprop_data(op: Op, kc: KernelContext) -> Kernel:
     dy, w = op.src
     xr, wr = activation_roles(op.axes, "conv_bprop_data"), filter_roles(w.axes, "conv_bprop_data")
     c, k = wr.in_channels.length, wr.out_channels.length
-    full = ConvArg(op.arg.strides, tuple((2 - before, 2 - after) for before, after in op.arg.padding),
-                   op.arg.dilation, op.arg.groups)
-    tiles = _conv_tiles(dy.axes, c, full, dtype)
+    scratch = Scratch()
+    forward = _forward(dy.axes, c, tuple((2 - before, 2 - after) for before, after in op.arg.padding), dtype, scratch)
+    scratch.add("flipped", (k, 3, 3, c), dtype)
     copy_out = not is_identity(xr.perm)
-    extra = _odd_scratch(tiles) + ([(tuple(xr.canonical.lengths), dtype)] if copy_out else [])
-    views = kc.scratch().request(tiles.specs + [((k, 3, 3, c), dtype)] + extra)
+    if copy_out:
+        scratch.add("dx", tuple(xr.canonical.lengths), dtype)
+    views = scratch.request(kc)
 
     def winograd_bprop_data_kernel(out, dyv, wv):
         buffers = views()
-        flipped = buffers[4]
+        flipped = buffers["flipped"]
         np.copyto(flipped, wv.reshape(c, 3, 3, k)[:, ::-1, ::-1].transpose(3, 1, 2, 0), casting="unsafe")
-        dx = buffers[-1] if copy_out else out
-        tiles.forward(dx, dyv, flipped, buffers, None if tiles.even else buffers[5])
+        dx = buffers["dx"] if copy_out else out
+        forward(dx, dyv, flipped, buffers)
         if copy_out:
             np.copyto(out.transpose(xr.perm), dx)
         return out
@@ -287,29 +327,40 @@ def bprop_filter(op: Op, kc: KernelContext) -> Kernel:
     x, dy = op.src
     wr = filter_roles(op.axes, "conv_bprop_filter")
     c, k = wr.in_channels.length, wr.out_channels.length
-    tiles = _conv_tiles(x.axes, k, op.arg, dtype)
-    dyr = activation_roles(dy.axes, "conv_bprop_filter")
-    dy_pad = PaddedCopy(tiles.whole_shape, (1, 2),
-                        [(0, whole - length) for whole, length in zip(tiles.whole_shape[1:3], tiles.out_lengths)],
-                        0.0)
-    copy_dy = not tiles.even or not is_identity(dyr.perm) or kc.dtype_of(dy) != dtype
-    extra = [((16, k, tiles.tiles, tiles.n), dtype), ((16, k, c), dtype)]
-    views = kc.scratch().request(tiles.specs + extra + ([(tiles.whole_shape, dtype)] if copy_dy else []))
+    xr, dyr = activation_roles(x.axes, "conv_bprop_filter"), activation_roles(dy.axes, "conv_bprop_filter")
+    scratch = Scratch()
+    t = Tiles(c, k, xr.spatial.lengths, xr.batch.length, op.arg.padding, xr.perm, dtype, scratch)
+    dy_pad = PaddedCopy(t.whole_shape, (1, 2),
+                        [(0, whole - length) for whole, length in zip(t.whole_shape[1:3], t.out_lengths)], 0.0)
+    copy_dy = not t.even or not is_identity(dyr.perm) or kc.dtype_of(dy) != dtype
+    if copy_dy:
+        scratch.add("dy", t.whole_shape, dtype)
+    for w in range(len(t.parts)):
+        scratch.add(f"Y{w}", (16, k, t.tiles, t.n), dtype)
+        scratch.add(f"dU{w}", (16, k, c), dtype)
+        scratch.add(f"part{w}", (16, k, c), dtype)
+    to_gradient = transform("gradient")
+    views = scratch.request(kc)
 
     def winograd_bprop_filter_kernel(out, xv, dyv):
         buffers = views()
-        padded_x, v, _, du = buffers[:4]
-        y, part = buffers[4], buffers[5]
-        padded_x = tiles.transformed_input(xv, buffers)
-        dyi = dy_pad(np, buffers[6], dyv.transpose(dyr.perm)) if copy_dy else dyv
-        to_gradient = transform("gradient")
-        vm, ym = v.reshape(16, c, -1), y.reshape(16, k, -1)
-        for i in range(tiles.tile_rows):
-            tiles.to_tiles(padded_x, v, i)
-            to_gradient(dyi, y, i)
-            np.matmul(ym, vm.transpose(0, 2, 1), out=du if i == 0 else part)
-            if i:
-                du += part
+        padded = t.padded_input(xv, buffers)
+        dyi = dy_pad(np, buffers["dy"], dyv.transpose(dyr.perm)) if copy_dy else dyv
+
+        def rows(w: int, start: int, stop: int) -> None:
+            v, y, du, part = buffers[f"V{w}"], buffers[f"Y{w}"], buffers[f"dU{w}"], buffers[f"part{w}"]
+            vt, ym = v.reshape(16, c, -1).transpose(0, 2, 1), y.reshape(16, k, -1)
+            for i in range(start, stop):
+                t.to_tiles(padded, v, i)
+                to_gradient(dyi, y, i)
+                np.matmul(ym, vt, out=du if i == start else part)
+                if i != start:
+                    du += part
+
+        t.in_parallel(rows)
+        du = buffers["dU0"]
+        for w in range(1, len(t.parts)):
+            du += buffers[f"dU{w}"]
         return filter_gradient(du, out.reshape(c, 3, 3, k))
 
     return winograd_bprop_filter_kernel

@@ -14,6 +14,16 @@ from ...ir import Axes, Op, OpType
 from .context import Kernel, KernelContext
 
 
+def matmul_for(xp: Any) -> Callable[[Any, Any, Any], Any]:
+    """``fn(a, b, out)``: the matmul kernels call. On NumPy the runtime's (``transformers/runtime.py``:
+    split over its workers, BLAS at one thread); elsewhere ``xp.matmul``."""
+    if xp.__name__ == "numpy":
+        from ..runtime import matmul
+
+        return matmul
+    return lambda a, b, out: xp.matmul(a, b, out=out)
+
+
 def dot_into(xp: Any, a: Op, b: Op, out_axes: Axes, dtype: str) -> Callable[[Any, Any, Any], Any]:
     """``fn(out, u, v)`` writing dot(u, v) (u with ``a``'s axes, v with ``b``'s) into ``out``.
 
@@ -28,6 +38,7 @@ def dot_into(xp: Any, a: Op, b: Op, out_axes: Axes, dtype: str) -> Callable[[Any
     a_perm = tuple(a.axes.index(x) for x in a_rest + shared)
     b_perm = tuple(b.axes.index(x) for x in shared + b_rest)
     m, k, n = a_rest.size, shared.size, b_rest.size
+    matmul = matmul_for(xp)
 
     def operands(u, v):
         u2 = u.transpose(a_perm).reshape(m, k)
@@ -38,7 +49,7 @@ def dot_into(xp: Any, a: Op, b: Op, out_axes: Axes, dtype: str) -> Callable[[Any
 
     if out_axes == a_rest + b_rest:
         def dot_kernel(out, u, v):
-            xp.dot(*operands(u, v), out=out.reshape(m, n))
+            matmul(*operands(u, v), out.reshape(m, n))
             return out
 
         return dot_kernel
@@ -53,7 +64,7 @@ def dot_into(xp: Any, a: Op, b: Op, out_axes: Axes, dtype: str) -> Callable[[Any
             v3 = v.transpose(v_perm).reshape(p, k, q)
             if u2.dtype != dtype or v3.dtype != dtype:
                 u2, v3 = u2.astype(dtype), v3.astype(dtype)
-            xp.matmul(u2, v3, out=out.reshape(p, m, q))
+            matmul(u2, v3, out.reshape(p, m, q))
             return out
 
         return batched_kernel

@@ -58,6 +58,7 @@ from typing import Any
 from ...ir import Axes, Op, OpType
 from ...ir.conv import ConvArg, activation_roles, filter_roles
 from .context import Kernel, KernelContext
+from .contraction import matmul_for
 from .windows import PaddedCopy, is_identity, taps
 
 COL_BLOCK_BYTES = 5 << 19
@@ -202,11 +203,12 @@ def _conv_rows(xp: Any, im2col: Im2col, wt: Any, groups: int, out: Any, windows:
     """``out[K, *out, N] = wt @ col``, a block of output rows at a time (``wt``: ``(K, rows)``, or
     ``(G, K/G, rows)`` with groups)."""
     k, rows, first = out.shape[0], im2col.rows // groups, im2col.out_lengths[0]
+    matmul = matmul_for(xp)
     for start, stop in im2col.blocks:
         col = im2col.block(windows, start, stop, buffers)
         dest = _rows(out, k, first, start, stop)
         if groups == 1:
-            xp.matmul(wt, col, out=dest)
+            matmul(wt, col, dest)
         else:
             xp.matmul(wt, col.reshape(groups, rows, -1), out=dest.reshape(groups, k // groups, -1))
 
@@ -263,6 +265,7 @@ def conv_bprop_filter(op: Op, kc: KernelContext) -> Kernel:
     grouped = scratch.add(acc_shape, dtype, groups > 1)
     partial = scratch.add(acc_shape, dtype, len(im2col.blocks) > 1)
     views = scratch.request(kc)
+    matmul = matmul_for(xp)
 
     def conv_bprop_filter_kernel(out, xv, dyv):
         buffers = views()
@@ -275,7 +278,7 @@ def conv_bprop_filter(op: Op, kc: KernelContext) -> Kernel:
             dyb = _rows(dyi, k, first, start, stop)
             dest = acc if j == 0 else buffers[partial]
             if groups == 1:
-                xp.matmul(col, dyb.T, out=dest)
+                matmul(col, dyb.T, dest)
             else:
                 n = col.shape[1]
                 xp.matmul(col.reshape(groups, rows, n), dyb.reshape(groups, k // groups, n).transpose(0, 2, 1),
@@ -366,9 +369,11 @@ def _bprop_data_col2im(op: Op, kc: KernelContext) -> Kernel:
         plans.append([((slice(None), *t.inp, slice(None)), (slice(None), *t.offsets, *t.out, slice(None)))
                       for t in plan])
 
+    matmul = matmul_for(xp)
+
     def gemm(dest, w2, dyb):
         if groups == 1:
-            xp.matmul(w2, dyb, out=dest)
+            matmul(w2, dyb, dest)
         else:
             n = dyb.shape[1]
             xp.matmul(_grouped_weights(w2, groups), dyb.reshape(groups, k // groups, n),

@@ -7,10 +7,10 @@ like registers. Measured on 10M floats, 8 ops, one core (2026-11-22): 15 ms agai
 plain NumPy's ~35 ms; numexpr was slower than NumPy (it computed in float64). Block
 size: 4K-element blocks paid Python overhead per step (40 ms), 64K was best and steady.
 
-Threads: with ``NG_THREADS=k`` (k > 1) blocks of tensors of at least
-``PARALLEL_MIN_ELEMENTS`` are split over a thread pool (NumPy releases the GIL inside
-ufuncs). It is off by default: on 2 vCPUs it gained nothing on the chain above and it
-slowed an MLP step (3.8 -> 4.5 ms) by competing with OpenBLAS's spinning threads.
+Threads: with more than one worker (``transformers/runtime.py``: ``NG_THREADS``, default every
+core) blocks of tensors of at least ``PARALLEL_MIN_ELEMENTS`` are split over a thread pool (NumPy
+releases the GIL inside ufuncs). Before BLAS was held at one thread by the runtime, this slowed
+an MLP step on 2 vCPUs (3.8 -> 4.5 ms) by competing with OpenBLAS's spinning threads.
 
 With a head (a ``dot``, or a ``conv`` run by ``conv.conv_into``) the head's value is
 written into the output buffer first and the epilogue (bias, activation...) runs over
@@ -22,7 +22,6 @@ a cache hierarchy worth blocking for (CuPy) uses.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -39,11 +38,9 @@ _pool: ThreadPoolExecutor | None = None
 
 
 def _threads() -> int:
-    try:
-        wanted = int(os.environ.get("NG_THREADS", "1") or 1)
-    except ValueError:
-        wanted = 1
-    return max(1, min(os.cpu_count() or 1, wanted))
+    from ..runtime import threads  # the NumPy transformer's runtime: NG_THREADS, default every core
+
+    return threads()
 
 
 def _executor() -> ThreadPoolExecutor:

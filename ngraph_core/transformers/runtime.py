@@ -1,0 +1,136 @@
+"""The one parallel runtime of the NumPy transformer: our threads own the cores, BLAS runs one thread.
+
+Two thread pools on two cores fight: after every multi-threaded GEMM, OpenBLAS's idle workers
+spin (``sched_yield`` in a loop, for ~2^28 cycles, about 0.1 s) and steal the cores our own
+threads need. Measured (2026-11-25, AMD EPYC, 2 vCPUs): two Python threads each running
+64x576 @ 576x1024 GEMMs took 21 ms a round after a 2-thread GEMM with OpenBLAS limited to one
+thread and its workers told to sleep at once, and 40 ms with them spinning.
+
+So with ``threads() > 1`` the NumPy transformer calls ``own_cores()`` when it compiles: BLAS is
+set to one thread for the process (through threadpoolctl, which works after numpy is loaded),
+and the kernels split their own work over ``threads()`` workers (the caller is one of them):
+
+* ``matmul``: a GEMM split by output columns (or the batch of a batched GEMM), one BLAS call per
+  worker. Two Python threads calling a one-thread OpenBLAS run in parallel (measured: 355 ms of
+  GEMMs in 193 ms); calls made while OpenBLAS has two threads serialize on its lock (205 ms).
+* Winograd convolutions split their tile rows (``transformers/winograd.py``);
+* fused element-wise programs split their blocks (``kernels/fused.py``).
+
+``NG_THREADS`` sets the count (default: the cores this process may run on, divided among the MPI
+ranks sharing the machine when run under ``mpiexec``). ``NG_THREADS=1``
+leaves BLAS alone and runs every kernel in the calling thread. The workers release the GIL in
+BLAS, in NumPy's ufunc loops and in numba's ``nogil`` loops.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+MIN_PARALLEL_FLOPS = 1 << 21
+"""A GEMM below this many multiply-adds runs in one call (splitting costs ~20 us a worker)."""
+
+_pool: ThreadPoolExecutor | None = None
+_owned = False
+
+
+LOCAL_RANKS_VARS = ("MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE", "MV2_COMM_WORLD_LOCAL_SIZE")
+"""Where MPICH, Open MPI and MVAPICH tell a rank how many ranks share its machine."""
+
+
+def cores() -> int:
+    """The cores this process may run on, shared out among the MPI ranks on this machine."""
+    try:
+        available = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        available = os.cpu_count() or 1
+    for var in LOCAL_RANKS_VARS:
+        if os.environ.get(var, "").isdigit() and int(os.environ[var]) > 0:
+            return max(1, available // int(os.environ[var]))
+    return max(1, available)
+
+
+def threads() -> int:
+    """Worker count: ``NG_THREADS``, else ``cores()`` (every core, or this rank's share under mpiexec).
+
+    Raises:
+        ValueError: ``NG_THREADS`` is not a positive integer.
+    """
+    value = os.environ.get("NG_THREADS", "").strip()
+    if not value:
+        return cores()
+    try:
+        wanted = int(value)
+    except ValueError:
+        wanted = 0
+    if wanted < 1:
+        raise ValueError(f"NG_THREADS={value!r}: expected a positive integer (worker threads); "
+                         "hint: unset it to use every core")
+    return wanted
+
+
+def own_cores() -> None:
+    """With more than one worker, set BLAS to one thread for this process (once); see the module docstring."""
+    global _owned
+    if _owned or threads() == 1:
+        return
+    _owned = True
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover - a pinned dependency
+        return
+    threadpool_limits(limits=1, user_api="blas")
+
+
+def _executor() -> ThreadPoolExecutor:
+    global _pool
+    if _pool is None:
+        _pool = ThreadPoolExecutor(max_workers=max(1, threads() - 1), thread_name_prefix="ng-worker")
+    return _pool
+
+
+def run(tasks: Sequence[Callable[[], Any]]) -> None:
+    """Run ``tasks`` in parallel, the first in the calling thread; re-raises the first failure."""
+    if len(tasks) == 1:
+        tasks[0]()
+        return
+    futures = [_executor().submit(task) for task in tasks[1:]]
+    try:
+        tasks[0]()
+    finally:
+        for future in futures:
+            future.result()
+
+
+def split(length: int, parts: int) -> list[tuple[int, int]]:
+    """``parts`` contiguous ``(start, stop)`` ranges covering ``range(length)`` (none empty)."""
+    parts = max(1, min(parts, length))
+    bounds = [length * i // parts for i in range(parts + 1)]
+    return [(bounds[i], bounds[i + 1]) for i in range(parts)]
+
+
+def matmul(a: Any, b: Any, out: Any, workers: int | None = None) -> Any:
+    """``numpy.matmul(a, b, out=out)`` (2-d ``out``, or 3-d with a batch), split over the workers
+    when big enough (``MIN_PARALLEL_FLOPS``): by the batch when it has a part for every worker,
+    else by ``out``'s columns or rows, whichever is longer (each part a strided view BLAS takes
+    as it is)."""
+    import numpy as np
+
+    workers = threads() if workers is None else workers
+    m, k = a.shape[-2:]
+    n = b.shape[-1]
+    batch = out.shape[0] if out.ndim == 3 else 1
+    if workers == 1 or batch * m * k * n < MIN_PARALLEL_FLOPS:
+        return np.matmul(a, b, out=out)
+    if out.ndim == 3 and batch >= workers:
+        parts = [(a[s:e] if a.ndim == 3 else a, b[s:e] if b.ndim == 3 else b, out[s:e])
+                 for s, e in split(batch, workers)]
+    elif n >= m:
+        parts = [(a, b[..., s:e], out[..., s:e]) for s, e in split(n, workers)]
+    else:
+        parts = [(a[..., s:e, :], b, out[..., s:e, :]) for s, e in split(m, workers)]
+    run([functools.partial(np.matmul, x, y, out=o) for x, y, o in parts])
+    return out

@@ -1,0 +1,104 @@
+"""The NumPy transformer's parallel runtime (``transformers/runtime.py``): worker count, BLAS held at
+one thread, split GEMMs equal to NumPy's, and kernels that give the same values with 1 and 2 workers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import ngraph_core as ng
+from ngraph_core.transformers import runtime
+
+
+def test_threads_from_ng_threads(monkeypatch):
+    monkeypatch.setenv("NG_THREADS", "3")
+    assert runtime.threads() == 3
+    monkeypatch.delenv("NG_THREADS")
+    for var in runtime.LOCAL_RANKS_VARS:
+        monkeypatch.delenv(var, raising=False)
+    cores = len(runtime.os.sched_getaffinity(0))
+    assert runtime.threads() == cores
+    monkeypatch.setenv("MPI_LOCALNRANKS", "2")  # two ranks on this machine (mpiexec -n 2): half each
+    assert runtime.threads() == max(1, cores // 2)
+    monkeypatch.delenv("MPI_LOCALNRANKS")
+    for bad in ("0", "-2", "two"):
+        monkeypatch.setenv("NG_THREADS", bad)
+        with pytest.raises(ValueError, match=f"NG_THREADS={bad!r}: expected a positive integer"):
+            runtime.threads()
+
+
+@pytest.mark.parametrize("length, parts", [(10, 3), (2, 5), (7, 1), (16, 2)])
+def test_split_covers_every_index_once(length, parts):
+    ranges = runtime.split(length, parts)
+    assert len(ranges) == min(length, parts)
+    assert [i for start, stop in ranges for i in range(start, stop)] == list(range(length))
+    assert all(stop > start for start, stop in ranges)
+
+
+@pytest.mark.parametrize("a_shape, b_shape", [
+    ((64, 300), (300, 700)),  # columns split
+    ((700, 300), (300, 64)),  # rows split
+    ((16, 24, 40), (16, 40, 600)),  # batch split
+    ((24, 40), (3, 40, 5000)),  # a 2-d left operand against a batch: batch split
+    ((1, 4000), (4000, 900)),  # one row: columns
+])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_split_matmul_equals_numpy(a_shape, b_shape, dtype):
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal(a_shape).astype(dtype), rng.standard_normal(b_shape).astype(dtype)
+    expected = np.matmul(a, b)
+    assert expected.size * a.shape[-1] >= runtime.MIN_PARALLEL_FLOPS  # the split path runs
+    out = np.full_like(expected, np.nan)
+    assert runtime.matmul(a, b, out, workers=2) is out
+    np.testing.assert_allclose(out, expected, rtol=1e-5 if dtype == "float32" else 1e-12, atol=1e-4)
+
+
+def test_split_matmul_into_strided_views():
+    """Parts are strided views of the caller's operands and output (a transposed operand, a column block)."""
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((500, 300))
+    b = rng.standard_normal((900, 500)).T  # (500, 900), transposed strides
+    whole = np.zeros((300, 1000))
+    out = whole[:, 50:950]
+    runtime.matmul(a.T, b, out, workers=2)
+    np.testing.assert_allclose(out, a.T @ b, rtol=1e-12)
+    assert not whole[:, :50].any() and not whole[:, 950:].any()
+
+
+def test_a_failing_part_raises():
+    with pytest.raises(ValueError):
+        runtime.run([lambda: None, lambda: (_ for _ in ()).throw(ValueError("part 2"))])
+
+
+def test_own_cores_holds_blas_at_one_thread(monkeypatch):
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    monkeypatch.setenv("NG_THREADS", "2")
+    monkeypatch.setattr(runtime, "_owned", False)
+    with threadpoolctl.threadpool_limits(limits=2, user_api="blas"):
+        runtime.own_cores()
+        infos = [i for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"]
+        assert infos and all(i["num_threads"] == 1 for i in infos)
+
+
+def _training_results(monkeypatch, workers: str) -> list[np.ndarray]:
+    """A conv layer (Winograd) + dense layer step: values and gradients with ``workers`` threads."""
+    monkeypatch.setenv("NG_THREADS", workers)
+    monkeypatch.setenv("NG_CONV", "winograd")
+    rng = np.random.default_rng(2)
+    C, H, W, N = ng.make_axis(8, "C"), ng.make_axis(12, "H"), ng.make_axis(10, "W"), ng.make_axis(16, "N")
+    x = ng.placeholder([C, H, W, N])
+    w = ng.variable([C, ng.make_axis(3, "R"), ng.make_axis(3, "S"), ng.make_axis(8, "K")],
+                    initial_value=rng.normal(0, 0.2, (8, 3, 3, 8)))
+    y = ng.relu(ng.convolution(x, w, padding=1))
+    d = ng.make_axis(600, "D")
+    v = ng.variable([d, *y.axes[:-1]], initial_value=rng.normal(0, 0.01, (600, 8, 12, 10)))
+    loss = ng.sum(ng.tanh(ng.dot(v, y)))
+    value = rng.standard_normal((8, 12, 10, 16)).astype("float32")
+    with ng.transformers.make_transformer() as t:
+        return [np.asarray(r) for r in t.computation([loss, *ng.gradients(loss, [x, w, v])], x)(value)]
+
+
+def test_one_and_two_workers_agree(monkeypatch):
+    one, two = _training_results(monkeypatch, "1"), _training_results(monkeypatch, "2")
+    for a, b in zip(one, two):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5 * np.abs(a).max())
