@@ -5,10 +5,12 @@
   being measured); microseconds per executed step = call time / ops in the plan.
 * compile: time to compile a 1,000-op graph with every pass on (passes, linearize,
   memory plan, code generation), and with ``optimize=False``.
-* first_step: a ResNet-20 training step (``resnet_step.py``), from nothing to the end of its
-  first call, each in a fresh process: NumPy kernels; ``NG_KERNELS=numba`` with an empty kernel
-  cache (numba compiles every fused program); and again with the cache the previous process
-  left (what a second run of a program pays).
+* first_step: a ResNet-20 training step (``resnet_step.py``, with our own initial weights), from
+  nothing to the end of its first call, each in a fresh process: the NumPy-only kernel set
+  (``NG_KERNELS=numpy``); the default set with an empty cache (numba compiles the Winograd
+  transforms, and each 3x3 layer's first call times both algorithms) and with the cache that
+  process left (what a second run of a program pays); ``NG_KERNELS=numba`` (every fused program
+  compiled too), empty cache then warm.
 
 Usage: ``python benchmarks/compiler.py [--threads 1]`` prints one JSON line per figure.
 """
@@ -87,12 +89,18 @@ def first_step_child() -> None:
 
 
 def first_step(threads: int) -> list[dict]:
-    """``first_step`` figures: NumPy, numba with a cold cache, numba with the cache it left (fresh processes)."""
+    """``first_step`` figures (fresh processes): the NumPy-only set, then the default and the numba sets
+    each with an empty cache and with the cache the previous process left."""
     rows = []
-    with tempfile.TemporaryDirectory() as cache:
-        for label, kernels in (("numpy", "numpy"), ("numba, empty cache", "numba"), ("numba, warm cache", "numba")):
-            env = {**os.environ, "NG_KERNELS": kernels, "NG_CACHE_DIR": cache,
-                   "OMP_NUM_THREADS": str(threads), "OPENBLAS_NUM_THREADS": str(threads)}
+    with tempfile.TemporaryDirectory() as default_cache, tempfile.TemporaryDirectory() as numba_cache:
+        for label, kernels, cache in (("numpy-only set", "numpy", default_cache),
+                                      ("default, empty cache", "", default_cache),
+                                      ("default, warm cache", "", default_cache),
+                                      ("numba, empty cache", "numba", numba_cache),
+                                      ("numba, warm cache", "numba", numba_cache)):
+            env = {**os.environ, "NG_KERNELS": kernels, "NG_CACHE_DIR": cache, "RESNET_STEP_OWN_WEIGHTS": "1",
+                   "OMP_NUM_THREADS": str(threads), "OPENBLAS_NUM_THREADS": str(threads),
+                   "NG_THREADS": str(threads)}
             done = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--first-step-child"], env=env,
                                   capture_output=True, text=True, cwd=Path(__file__).resolve().parent, check=True)
             seconds = json.loads(done.stdout.strip().splitlines()[-1])["seconds"]

@@ -119,8 +119,10 @@ def build_ngraph_network(training: bool, batch: int, backend: str = "numpy"):
         out = net(X)
     convs = [layer for item in net.layers for layer in (item.branch if isinstance(item, ResidualBlock) else [item])
              if isinstance(layer, Conv)]
-    filters, fc_w, fc_b = reference_weights()
     t = ng.transformers.make_transformer(backend)
+    if os.environ.get("RESNET_STEP_OWN_WEIGHTS") == "1":  # compiler.py's first-step figure: no torch
+        return X, out, net, t
+    filters, fc_w, fc_b = reference_weights()
     for conv, w in zip(convs, filters, strict=True):
         t.write_variable(conv.filter.W, np.moveaxis(w, 0, -1))  # (K, C, R, S) -> [C, R, S, K]
     affine = net.layers[-1]

@@ -16,6 +16,13 @@ and the kernels split their own work over ``threads()`` workers (the caller is o
 * Winograd convolutions split their tile rows (``transformers/winograd.py``);
 * fused element-wise programs split their blocks (``kernels/fused.py``).
 
+Tried and measured against this (2026-11-25, AMD EPYC, 2 threads, ``run.py --against``, 3 pairs):
+GEMMs left on BLAS's own threads, with BLAS at one thread only while our workers run a section.
+The MLP step was 0.87x of this design's time and DCGAN 0.87x (OpenBLAS's threads split a lone
+GEMM better than our hand-off, ~35 us a GEMM), but ResNet-20 was 1.51x and the small CNN 1.21x:
+a multi-threaded GEMM (an FC layer, a stride-2 im2col convolution) leaves OpenBLAS's workers
+spinning into the Winograd sections that follow. The convolution models decided it.
+
 ``NG_THREADS`` sets the count (default: the cores this process may run on, divided among the MPI
 ranks sharing the machine when run under ``mpiexec``). ``NG_THREADS=1``
 leaves BLAS alone and runs every kernel in the calling thread. The workers release the GIL in

@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -280,3 +281,14 @@ def test_a_second_process_reuses_the_compiled_transforms(tmp_path):
     assert float(first) == pytest.approx(per_image * 3 * 2)
     assert run_script() == first
     assert {p: p.stat().st_mtime_ns for p in kernels.rglob("*") if p.is_file()} == cached
+
+
+def test_the_nn_op_suite_passes_on_the_numpy_kernel_set():
+    """The convolution, pooling and normalization op tests again with NG_KERNELS=numpy (im2col, no
+    numba): the suite's default runs Winograd wherever eligible, so this keeps the reference set checked."""
+    env = {**os.environ, "NG_KERNELS": "numpy", "NG_CONV": "im2col"}
+    suite = Path(__file__).resolve().parents[1] / "test_nn_ops.py"
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-x", str(suite)],
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert " passed" in done.stdout and "failed" not in done.stdout
