@@ -16,12 +16,22 @@ and the kernels split their own work over ``threads()`` workers (the caller is o
 * Winograd convolutions split their tile rows (``transformers/winograd.py``);
 * fused element-wise programs split their blocks (``kernels/fused.py``).
 
-Tried and measured against this (2026-11-25, AMD EPYC, 2 threads, ``run.py --against``, 3 pairs):
-GEMMs left on BLAS's own threads, with BLAS at one thread only while our workers run a section.
-The MLP step was 0.87x of this design's time and DCGAN 0.87x (OpenBLAS's threads split a lone
-GEMM better than our hand-off, ~35 us a GEMM), but ResNet-20 was 1.51x and the small CNN 1.21x:
-a multi-threaded GEMM (an FC layer, a stride-2 im2col convolution) leaves OpenBLAS's workers
-spinning into the Winograd sections that follow. The convolution models decided it.
+Two other designs were measured against this one (2026-11-25, AMD EPYC, 2 threads,
+``run.py <name> --pairs 3 --threads 2 --against a647b6f``; their time / this design's):
+
+========================================================  =====  =====  =========  =====  =====
+design                                                    MLP    LSTM   ResNet-20  CNN    DCGAN
+========================================================  =====  =====  =========  =====  =====
+GEMMs on BLAS's threads; BLAS at one thread only while     0.87   —      1.51       1.21   0.87
+our workers run a Winograd section
+``dot`` on BLAS's threads; convolutions on our workers     0.89   0.77   1.58       1.45   1.48
+(their GEMMs split, BLAS at one thread meanwhile)
+========================================================  =====  =====  =========  =====  =====
+
+OpenBLAS's own threads split a lone GEMM better than our hand-off (~35 us a GEMM, and each part
+packs its panels alone), so GEMM-bound models lose 10-25% at 2 threads here. But any
+multi-threaded GEMM (an FC layer, a stride-2 im2col convolution) leaves OpenBLAS's workers
+spinning into the convolution sections that follow. The convolution models decided it.
 
 ``NG_THREADS`` sets the count (default: the cores this process may run on, divided among the MPI
 ranks sharing the machine when run under ``mpiexec``). ``NG_THREADS=1``
@@ -36,6 +46,8 @@ import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
+
+import numpy as np
 
 MIN_PARALLEL_FLOPS = 1 << 21
 """A GEMM below this many multiply-adds runs in one call (splitting costs ~20 us a worker)."""
@@ -124,8 +136,6 @@ def matmul(a: Any, b: Any, out: Any, workers: int | None = None) -> Any:
     when big enough (``MIN_PARALLEL_FLOPS``): by the batch when it has a part for every worker,
     else by ``out``'s columns or rows, whichever is longer (each part a strided view BLAS takes
     as it is)."""
-    import numpy as np
-
     workers = threads() if workers is None else workers
     m, k = a.shape[-2:]
     n = b.shape[-1]

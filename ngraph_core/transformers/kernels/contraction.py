@@ -14,13 +14,16 @@ from ...ir import Axes, Op, OpType
 from .context import Kernel, KernelContext
 
 
-def matmul_for(xp: Any) -> Callable[[Any, Any, Any], Any]:
+def matmul_for(xp: Any, size: int | None = None) -> Callable[[Any, Any, Any], Any]:
     """``fn(a, b, out)``: the matmul kernels call. On NumPy the runtime's (``transformers/runtime.py``:
-    split over its workers, BLAS at one thread); elsewhere ``xp.matmul``."""
+    split over its workers, BLAS at one thread); elsewhere, or for a GEMM of ``size`` multiply-adds
+    too small to split, ``xp.matmul`` straight (no per-call checks: a batch-1 LSTM step has three)."""
     if xp.__name__ == "numpy":
-        from ..runtime import matmul
+        from ..runtime import MIN_PARALLEL_FLOPS, matmul, threads
 
-        return matmul
+        workers = threads()  # read once, when the kernel is made (no environment lookup per call)
+        if size is None or (workers > 1 and size >= MIN_PARALLEL_FLOPS):
+            return lambda a, b, out: matmul(a, b, out, workers)
     return lambda a, b, out: xp.matmul(a, b, out=out)
 
 
@@ -38,7 +41,7 @@ def dot_into(xp: Any, a: Op, b: Op, out_axes: Axes, dtype: str) -> Callable[[Any
     a_perm = tuple(a.axes.index(x) for x in a_rest + shared)
     b_perm = tuple(b.axes.index(x) for x in shared + b_rest)
     m, k, n = a_rest.size, shared.size, b_rest.size
-    matmul = matmul_for(xp)
+    matmul = matmul_for(xp, m * k * n)
 
     def operands(u, v):
         u2 = u.transpose(a_perm).reshape(m, k)
