@@ -85,26 +85,29 @@ def _signed_sum(terms: Sequence[tuple[int, str]]) -> str:
     return text
 
 
-def input_source() -> str:
-    """``k(xp, V, i)``: ``V[pq, c, j, :] = (Bᵀ d B)[p, q]`` of tile row ``i`` of the padded input ``xp``
-    ``(C, H, W, N)``; ``V`` is ``(16, C, tiles, N)``."""
-    lines = ["def k(xp, V, i):",
-             "    channels, batch, tiles = xp.shape[0], xp.shape[3], V.shape[2]",
-             "    h = 2 * i",
-             "    for c in range(channels):",
-             "        r0 = xp[c, h]",
-             "        r1 = xp[c, h + 1]",
-             "        r2 = xp[c, h + 2]",
-             "        r3 = xp[c, h + 3]",
-             "        for j in range(tiles):",
-             "            w = 2 * j"]
+def _tile_source(matrix: Sequence[Sequence[int]]) -> str:
+    """``k(src, dst, i)``: ``dst[4p + q, c, j, :] = Σ_ab matrix[p][a] matrix[q][b] src[c, 2i + a, 2j + b, :]``
+    for tile row ``i`` (``matrix`` is 4 x R: each tile reads R rows and R columns of ``src``)."""
+    reach = len(matrix[0])
+    lines = ["def k(src, dst, i):",
+             "    channels, batch, tiles = src.shape[0], src.shape[3], dst.shape[2]",
+             "    for c in range(channels):"]
+    lines += [f"        r{a} = src[c, 2 * i + {a}]" for a in range(reach)]
+    lines += ["        for j in range(tiles):",
+              "            w = 2 * j"]
     for p in range(4):
         for q in range(4):
-            terms = [(BT[p][a] * BT[q][b], f"r{a}[w + {b}, n]") for a in range(4) for b in range(4)]
-            lines += [f"            o = V[{4 * p + q}, c, j]",
+            terms = [(matrix[p][a] * matrix[q][b], f"r{a}[w + {b}, n]") for a in range(reach) for b in range(reach)]
+            lines += [f"            o = dst[{4 * p + q}, c, j]",
                       "            for n in range(batch):",
                       f"                o[n] = {_signed_sum(terms)}"]
     return "\n".join(lines) + "\n"
+
+
+def input_source() -> str:
+    """``k(xp, V, i)``: ``V[pq, c, j, :] = (Bᵀ d B)[p, q]`` of tile row ``i`` of the padded input ``xp``
+    ``(C, H, W, N)``; ``V`` is ``(16, C, tiles, N)``."""
+    return _tile_source(BT)
 
 
 def output_source() -> str:
@@ -128,20 +131,7 @@ def output_source() -> str:
 def gradient_source() -> str:
     """``k(dy, Y, i)``: ``Y[pq, k, j, :] = (A e Aᵀ)[p, q]`` of each 2x2 block ``e`` of tile row ``i`` of
     the output gradient ``dy`` ``(K, 2 * tile rows, 2 * tiles, N)``; ``Y`` is ``(16, K, tiles, N)``."""
-    lines = ["def k(dy, Y, i):",
-             "    channels, batch, tiles = dy.shape[0], dy.shape[3], Y.shape[2]",
-             "    for c in range(channels):",
-             "        e0 = dy[c, 2 * i]",
-             "        e1 = dy[c, 2 * i + 1]",
-             "        for j in range(tiles):",
-             "            w = 2 * j"]
-    for p in range(4):
-        for q in range(4):
-            terms = [(AT[y][p] * AT[z][q], f"e{y}[w + {z}, n]") for y in range(2) for z in range(2)]
-            lines += [f"            o = Y[{4 * p + q}, c, j]",
-                      "            for n in range(batch):",
-                      f"                o[n] = {_signed_sum(terms)}"]
-    return "\n".join(lines) + "\n"
+    return _tile_source(tuple(zip(*AT)))  # A, 4 x 2: the adjoint of the output transform
 
 
 _SOURCES = {"input": input_source, "output": output_source, "gradient": gradient_source}

@@ -3,14 +3,12 @@ broadcast operands, constants, a dot head, float32 and float64, the on-disk cach
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import textwrap
 from collections.abc import Callable
 
 import numpy as np
 import pytest
+from disk_cache import run_twice
 
 import ngraph_core as ng
 from ngraph_core.ir import OpType
@@ -230,22 +228,9 @@ SCRIPT = textwrap.dedent("""
 
 
 def test_a_second_process_reuses_the_disk_cache(tmp_path):
-    env = {**os.environ, "NG_KERNELS": "numba", "NG_CACHE_DIR": str(tmp_path)}
-
-    def run() -> str:
-        done = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=120)
-        assert done.returncode == 0, done.stderr
-        return done.stdout
-
-    first = run()
-    kernels = tmp_path / "kernels"
-    cached = {p: p.stat().st_mtime_ns for p in kernels.rglob("*") if p.is_file()}
-    assert [p.suffix for p in cached].count(".nbi") == 1 and [p.suffix for p in cached].count(".nbc") == 1
+    first, suffixes = run_twice(SCRIPT, {"NG_KERNELS": "numba"}, tmp_path)
+    assert suffixes.count(".nbi") == 1 and suffixes.count(".nbc") == 1
     assert float(first) == 33 * 2.5
-    second = run()
-    assert second == first
-    # nothing was recompiled or rewritten: the same files, untouched
-    assert {p: p.stat().st_mtime_ns for p in kernels.rglob("*") if p.is_file()} == cached
 
 
 def test_an_update_computed_in_place_into_its_variable(monkeypatch):
