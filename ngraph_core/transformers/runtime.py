@@ -6,12 +6,13 @@ threads need. Measured (2026-11-25, AMD EPYC, 2 vCPUs): two Python threads each 
 64x576 @ 576x1024 GEMMs took 21 ms a round after a 2-thread GEMM with OpenBLAS limited to one
 thread and its workers told to sleep at once, and 40 ms with them spinning.
 
-So with ``threads() > 1`` the NumPy transformer calls ``own_cores()`` when it compiles: BLAS is
+So with ``threads() > 1`` a NumPy transformer calls ``own_cores()`` when it is created: BLAS is
 set to one thread for the process (through threadpoolctl, which works after numpy is loaded),
-and the kernels split their own work over ``threads()`` workers (the caller is one of them):
+and the kernels split their own work over ``threads()`` workers (the caller is one of them), all
+through ``run`` and its one pool:
 
-* ``matmul``: a GEMM split by output columns (or the batch of a batched GEMM), one BLAS call per
-  worker. Two Python threads calling a one-thread OpenBLAS run in parallel (measured: 355 ms of
+* ``matmul``: a GEMM split by its batch, output columns or rows, one BLAS call per worker.
+  Two Python threads calling a one-thread OpenBLAS run in parallel (measured: 355 ms of
   GEMMs in 193 ms); calls made while OpenBLAS has two threads serialize on its lock (205 ms).
 * Winograd convolutions split their tile rows (``transformers/winograd.py``);
 * fused element-wise programs split their blocks (``kernels/fused.py``).
@@ -50,7 +51,7 @@ from typing import Any
 import numpy as np
 
 MIN_PARALLEL_FLOPS = 1 << 21
-"""A GEMM below this many multiply-adds runs in one call (splitting costs ~20 us a worker)."""
+"""A GEMM below this many multiply-adds runs in one call (a hand-off costs ~35 us, benchmarks/RESULTS.md)."""
 
 _pool: ThreadPoolExecutor | None = None
 _owned = False

@@ -8,8 +8,9 @@ plain NumPy's ~35 ms; numexpr was slower than NumPy (it computed in float64). Bl
 size: 4K-element blocks paid Python overhead per step (40 ms), 64K was best and steady.
 
 Threads: with more than one worker (``transformers/runtime.py``: ``NG_THREADS``, default every
-core) blocks of tensors of at least ``PARALLEL_MIN_ELEMENTS`` are split over a thread pool (NumPy
-releases the GIL inside ufuncs). Before BLAS was held at one thread by the runtime, this slowed
+core) blocks of tensors of at least ``PARALLEL_MIN_ELEMENTS`` are split over the runtime's workers
+(``runtime.run``: one pool for every kernel; NumPy releases the GIL inside ufuncs). Before BLAS
+was held at one thread by the runtime, this slowed
 an MLP step on 2 vCPUs (3.8 -> 4.5 ms) by competing with OpenBLAS's spinning threads.
 
 With a head (a ``dot``, or a ``conv`` run by ``conv.conv_into``) the head's value is
@@ -22,11 +23,12 @@ a cache hierarchy worth blocking for (CuPy) uses.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ...ir import FusedProgram, Op, OpType
+from .. import runtime
 from .context import Kernel, KernelContext
 from .contraction import dot_into
 from .conv import conv_into
@@ -34,20 +36,10 @@ from .elementwise import step_function
 
 BLOCK_ELEMENTS = 65536
 PARALLEL_MIN_ELEMENTS = 1 << 22
-_pool: ThreadPoolExecutor | None = None
 
 
 def _threads() -> int:
-    from ..runtime import threads  # the NumPy transformer's runtime: NG_THREADS, default every core
-
-    return threads()
-
-
-def _executor() -> ThreadPoolExecutor:
-    global _pool
-    if _pool is None:
-        _pool = ThreadPoolExecutor(max_workers=_threads(), thread_name_prefix="ng-fused")
-    return _pool
+    return runtime.threads()  # the NumPy transformer's runtime: NG_THREADS, default every core
 
 
 def _compile(xp: Any, program: FusedProgram) -> tuple[list[tuple[Callable[..., Any], tuple, int | None]], int]:
@@ -131,8 +123,7 @@ def fused(op: Op, kc: KernelContext) -> Kernel:
         if n_workers == 1:
             run_blocks(0, out, values)
         else:
-            for f in [_executor().submit(run_blocks, w, out, values) for w in range(n_workers)]:
-                f.result()
+            runtime.run([functools.partial(run_blocks, w, out, values) for w in range(n_workers)])
         return out
 
     return fused_kernel

@@ -122,7 +122,9 @@ def test_memory_plot_of_a_computation(tmp_path):
 @pytest.mark.parametrize("threads", [1, 2])
 def test_fused_kernel_blocks_and_threads_agree_with_numpy(monkeypatch, threads):
     monkeypatch.setattr(fused_kernels, "_threads", lambda: threads)
-    monkeypatch.setattr(fused_kernels, "_pool", None)
+    split: list[int] = []
+    real_run = fused_kernels.runtime.run
+    monkeypatch.setattr(fused_kernels.runtime, "run", lambda tasks: split.append(len(tasks)) or real_run(tasks))
     E = ng.make_axis(fused_kernels.PARALLEL_MIN_ELEMENTS + 12345, name="E")  # several blocks, ragged end
     a, b = ng.placeholder([E]), ng.placeholder([E])
     y = ng.tanh(a * b + 1.0) * 0.5 + ng.exp(-ng.abs(a))
@@ -132,6 +134,7 @@ def test_fused_kernel_blocks_and_threads_agree_with_numpy(monkeypatch, threads):
         f = t.computation(y, a, b)
         assert [op.op for op in f.graph.order].count(OpType.FUSED) == 1
         np.testing.assert_allclose(f(av, bv), np.tanh(av * bv + 1) * 0.5 + np.exp(-np.abs(av)), rtol=2e-6, atol=1e-6)
+    assert split == ([] if threads == 1 else [2])  # the blocks went to the runtime's two workers
 
 
 def test_update_values_are_computed_straight_into_their_variables():

@@ -99,6 +99,12 @@ def _training_results(monkeypatch, workers: str) -> list[np.ndarray]:
 
 
 def test_one_and_two_workers_agree(monkeypatch):
-    one, two = _training_results(monkeypatch, "1"), _training_results(monkeypatch, "2")
+    one = _training_results(monkeypatch, "1")
+    split: list[int] = []
+    real_run = runtime.run
+    monkeypatch.setattr(runtime, "run", lambda tasks: split.append(len(tasks)) or real_run(tasks))
+    two = _training_results(monkeypatch, "2")
+    # Winograd tile rows (forward, data and filter gradients) and the dense GEMMs went to two workers
+    assert split.count(2) >= 4 and set(split) <= {1, 2}
     for a, b in zip(one, two):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5 * np.abs(a).max())
