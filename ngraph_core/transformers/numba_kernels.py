@@ -403,6 +403,12 @@ def compiled_fused(op: Op, kc: KernelContext) -> Kernel | None:
     return compiled_kernel
 
 
+def reference_only() -> bool:
+    """True when ``NG_KERNELS=numpy`` asks for the NumPy reference kernels only: no compiled pooling, no
+    Winograd convolutions (read when a kernel is made)."""
+    return os.environ.get("NG_KERNELS", "").strip().lower() == "numpy"
+
+
 def wanted() -> bool:
     """True when ``NG_KERNELS=numba`` asks for compiled fused kernels (read when a kernel is made)."""
     return os.environ.get("NG_KERNELS", "numpy").strip().lower() == "numba"

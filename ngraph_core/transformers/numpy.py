@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy
 
 from ..ir import OpType
-from . import numba_kernels, runtime, winograd
+from . import compiled_pool, numba_kernels, runtime, winograd
 from .base import Transformer, register_transformer
 
 
@@ -15,7 +15,9 @@ class NumpyTransformer(Transformer):
     name = "numpy"
     xp = numpy
     # NG_KERNELS=numba compiles fused element-wise programs (NumPy arrays only); else the shared kernel
-    kernel_overrides = {OpType.FUSED: numba_kernels.fused}
+    # pooling: compiled loops, channels split over the workers (NG_KERNELS=numpy: the shared kernels)
+    kernel_overrides = {OpType.FUSED: numba_kernels.fused, OpType.POOL: compiled_pool.pool,
+                        OpType.POOL_BPROP: compiled_pool.pool_bprop}
     # 3x3 stride-1 convolutions: Winograd F(2x2, 3x3) where it measures faster (NG_CONV; needs numba)
     conv_variant = staticmethod(winograd.variant)
 

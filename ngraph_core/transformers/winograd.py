@@ -61,7 +61,7 @@ from ..ir.conv import ConvArg, activation_roles, filter_roles
 from . import runtime
 from .kernels.context import Kernel, KernelContext
 from .kernels.windows import PaddedCopy, is_identity
-from .numba_kernels import HAVE_NUMBA, _load, cache_dir
+from .numba_kernels import HAVE_NUMBA, _load, cache_dir, reference_only
 
 BT = ((1, 0, -1, 0), (0, 1, 1, 0), (0, -1, 1, 0), (0, 1, 0, -1))
 """Bᵀ: the input transform of F(2, 3) along one axis (4 inputs -> 4)."""
@@ -363,7 +363,7 @@ def bprop_filter(op: Op, kc: KernelContext) -> Kernel:
 def mode() -> str:
     """``NG_CONV``: ``auto`` (default: time both algorithms on a layer's first call, keep the faster),
     ``winograd`` (wherever eligible) or ``im2col`` (never Winograd). ``NG_KERNELS=numpy`` means im2col."""
-    if os.environ.get("NG_KERNELS", "").strip().lower() == "numpy":
+    if reference_only():
         return "im2col"
     value = os.environ.get("NG_CONV", "auto").strip().lower() or "auto"
     if value not in ("auto", *ALGORITHMS):
