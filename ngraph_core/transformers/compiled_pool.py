@@ -104,12 +104,13 @@ def k(x, y, c0, c1, fd, fh, fw, sd, sh, sw, pd, ph, pw, cd, ch, cw):
 """``k(x, y, ..., cd, ch, cw)``: the window sums over ``cd[od] * ch[oh] * cw[ow]`` (per-axis divisors)."""
 
 MAX_BPROP_SOURCE = _HEADER + """\
-def k(x, dy, dx, c0, c1, fd, fh, fw, sd, sh, sw, pd, ph, pw):
+def k(x, dy, dx, c0, c1, fd, fh, fw, sd, sh, sw, pd, ph, pw, fresh):
     y = dy
     best = np.empty(x.shape[4], x.dtype)
     taken = np.empty(x.shape[4], np.bool_)
     for c in range(c0, c1):
-        dx[c] = 0
+        if not fresh:
+            dx[c] = 0
 """ + _LOOPS + """\
                     for n in range(batch):
                         best[n] = -np.inf
@@ -126,26 +127,28 @@ def k(x, dy, dx, c0, c1, fd, fh, fw, sd, sh, sw, pd, ph, pw):
                                 d = dx[c, i, j, l]
                                 for n in range(batch):
                                     hit = r[n] == best[n] and not taken[n]
-                                    d[n] += g[n] if hit else 0
+                                    d[n] = (0 if fresh else d[n]) + (g[n] if hit else 0)
                                     taken[n] = taken[n] or hit
 """
-"""``k(x, dy, dx, ...)``: ``dx[c]`` (zeroed first) gets each window's gradient at the first tap holding its maximum."""
+"""``k(x, dy, dx, ..., fresh)``: ``dx[c]`` gets each window's gradient at the first tap holding its maximum;
+``fresh``: the windows are disjoint and cover the input, so every element is written once (no zeroing)."""
 
 AVG_BPROP_SOURCE = _HEADER + """\
-def k(dy, dx, c0, c1, fd, fh, fw, sd, sh, sw, pd, ph, pw, cd, ch, cw):
+def k(dy, dx, c0, c1, fd, fh, fw, sd, sh, sw, pd, ph, pw, fresh, cd, ch, cw):
     x = dx
     y = dy
     for c in range(c0, c1):
-        dx[c] = 0
+        if not fresh:
+            dx[c] = 0
 """ + _LOOPS + """\
                     g = dy[c, od, oh, ow]
                     div = cd[od] * ch[oh] * cw[ow]
 """ + _taps(20) + """\
                                 d = dx[c, i, j, l]
                                 for n in range(batch):
-                                    d[n] += g[n] / div
+                                    d[n] = (0 if fresh else d[n]) + g[n] / div
 """
-"""``k(dy, dx, ..., cd, ch, cw)``: every tap of each window gets the window's gradient over its divisor."""
+"""``k(dy, dx, ..., fresh, cd, ch, cw)``: every tap of each window gets the window's gradient over its divisor."""
 
 _SOURCES = {"max": MAX_SOURCE, "avg": AVG_SOURCE, "max_bprop": MAX_BPROP_SOURCE, "avg_bprop": AVG_BPROP_SOURCE}
 
@@ -227,7 +230,8 @@ def pool_bprop(op: Op, kc: KernelContext) -> Kernel:
     layout = _Layout(op.axes, op.src[0].axes, arg, kc.dtype_of(op))
     is_max = arg.op == "max"
     fn = loops("max_bprop" if is_max else "avg_bprop")
-    extra = () if is_max else layout.divisors
+    fresh = shared.Geometry(op.axes, op.src[0].axes, arg).covers_input
+    extra = (fresh,) if is_max else (fresh, *layout.divisors)
 
     def compiled_pool_bprop_kernel(out, dy, *x):
         dyv, dxv = layout.y(dy), layout.x(out)

@@ -27,7 +27,7 @@ from .context import Kernel, KernelContext
 from .windows import Index, Tap, place, taps
 
 
-class _Geometry:
+class Geometry:
     """Taps of a pooling as index tuples over the op's axes."""
 
     def __init__(self, x_axes: Any, out_axes: Any, arg: PoolArg) -> None:
@@ -58,7 +58,7 @@ class _Geometry:
         return divisor
 
 
-def _reduce_windows(xp: Any, geometry: _Geometry, is_max: bool) -> Any:
+def _reduce_windows(xp: Any, geometry: Geometry, is_max: bool) -> Any:
     """``fn(out, x)``: out = the max (or the sum) over each window's non-padding taps."""
     combine = xp.maximum if is_max else xp.add
     first = next((j for j, t in enumerate(geometry.plan) if t.covers_out), None)
@@ -81,7 +81,7 @@ def _reduce_windows(xp: Any, geometry: _Geometry, is_max: bool) -> Any:
 
 def pool(op: Op, kc: KernelContext) -> Kernel:
     xp, dtype, arg = kc.xp, kc.dtype_of(op), op.arg
-    geometry = _Geometry(op.src[0].axes, op.axes, arg)
+    geometry = Geometry(op.src[0].axes, op.axes, arg)
     reduce_windows = _reduce_windows(xp, geometry, arg.op == "max")
     if arg.op == "max":
         return reduce_windows
@@ -98,7 +98,7 @@ def pool(op: Op, kc: KernelContext) -> Kernel:
 def pool_bprop(op: Op, kc: KernelContext) -> Kernel:
     xp, dtype, arg = kc.xp, kc.dtype_of(op), op.arg
     dy = op.src[0]
-    geometry = _Geometry(op.axes, dy.axes, arg)
+    geometry = Geometry(op.axes, dy.axes, arg)
     steps, disjoint, covers = geometry.steps, geometry.disjoint, geometry.covers_input
     out_shape = dy.axes.lengths
     scratch = kc.scratch()

@@ -62,13 +62,15 @@ def compiled_names(monkeypatch) -> list[str]:
 
 CASES = [
     # op, C, spatial, N, window, strides, padding, ceil, count_include_pad
-    ("max", 3, (8, 8), 5, 2, 2, 0, False, True),
+    ("max", 3, (8, 8), 5, 2, 2, 0, False, True),  # disjoint windows covering the input: written once
+    ("max", 2, (8, 7), 3, 2, 3, 0, False, True),  # disjoint, gaps between windows: zeroed first
     ("max", 2, (7, 9), 3, 3, 2, 1, False, True),
     ("max", 4, (9, 7), 6, 3, 1, 1, False, True),  # overlapping windows
     ("max", 2, (7, 6), 3, (3, 2), (2, 1), (1, 0), True, True),
     ("max", 3, (11,), 4, 3, 2, 1, True, True),
     ("max", 2, (5, 6, 7), 3, 2, (1, 2, 2), (1, 0, 1), False, True),
     ("avg", 3, (8, 8), 5, 2, 2, 0, False, True),
+    ("avg", 2, (8, 7), 3, 2, 3, 0, False, True),
     ("avg", 2, (7, 9), 3, 3, 2, 1, False, True),
     ("avg", 2, (7, 9), 3, 3, 2, 1, True, False),
     ("avg", 4, (9, 7), 6, 3, 1, 1, False, False),
