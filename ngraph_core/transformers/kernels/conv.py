@@ -57,12 +57,14 @@ channels), and a transposed view of ``col`` gained less than the output transpos
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from typing import Any
 
 from ...ir import Axes, Op, OpType
 from ...ir.conv import ConvArg, activation_roles, filter_roles
+from .. import runtime
 from .context import Kernel, KernelContext
 from .contraction import matmul_for
 from .windows import PaddedCopy, is_identity, taps
@@ -78,6 +80,17 @@ def row_blocks(xp: Any, out_first: int, row_bytes: int) -> list[Block]:
     ``COL_BLOCK_BYTES`` (one row at least); one block for array modules other than NumPy."""
     per = out_first if xp.__name__ != "numpy" else max(1, min(out_first, COL_BLOCK_BYTES // max(row_bytes, 1)))
     return [(start, min(start + per, out_first)) for start in range(0, out_first, per)]
+
+
+def worker_blocks(xp: Any, out_first: int, row_bytes: int) -> list[list[Block]]:
+    """Each worker's blocks: on NumPy with more than one runtime worker, the output rows split into
+    a contiguous range per worker (each building and multiplying its own col blocks, BLAS at one
+    thread); else one list, ``row_blocks``."""
+    workers = runtime.threads() if xp.__name__ == "numpy" else 1
+    if workers == 1 or out_first == 1:
+        return [row_blocks(xp, out_first, row_bytes)]
+    return [[(start + a, start + b) for a, b in row_blocks(xp, stop - start, row_bytes)]
+            for start, stop in runtime.split(out_first, workers)]
 
 
 class Im2col:
@@ -111,16 +124,19 @@ class Im2col:
         self.row_shape = (c, *fshape)
         self.rest_shape = (*self.out_lengths[1:], n)  # one output row's positions
         row_columns = math.prod(self.rest_shape)
-        self.blocks = [(0, self.out_lengths[0])] if self.pointwise else \
-            row_blocks(xp, self.out_lengths[0], self.rows * row_columns * xp.dtype(dtype).itemsize)
+        row_bytes = self.rows * row_columns * xp.dtype(dtype).itemsize
+        self.parts = [[(0, self.out_lengths[0])]] if self.pointwise else worker_blocks(xp, self.out_lengths[0],
+                                                                                       row_bytes)
+        self.blocks = [b for part in self.parts for b in part]
         block_rows = max(stop - start for start, stop in self.blocks)
         self.specs: list[tuple[tuple[int, ...], str]] = []
         if self.copy_in:
             padded_shape = (c, *(length + p[0] + p[1] for length, p in zip(lengths, arg.padding)), n)
             self.pad = PaddedCopy(padded_shape, range(1, rank + 1), arg.padding, 0.0)
             self.specs.append((padded_shape, dtype))
+        self.first_col = len(self.specs)  # one col block buffer per worker from here
         if not self.pointwise:
-            self.specs.append(((self.rows * block_rows * row_columns,), dtype))
+            self.specs.extend(((self.rows * block_rows * row_columns,), dtype) for _ in self.parts)
         self.window = tuple(d * (k - 1) + 1 for k, d in zip(fshape, arg.dilation))
         self.window_axes = tuple(range(1, rank + 1))
         # the window view is (C, *positions, N, *window): take every stride-th position and
@@ -149,12 +165,12 @@ class Im2col:
         self._last = (source, view)
         return view
 
-    def block(self, windows: Any, start: int, stop: int, buffers: list[Any]) -> Any:
-        """The ``(C * prod(F), positions)`` col matrix of output rows ``start:stop``."""
+    def block(self, windows: Any, start: int, stop: int, buffers: list[Any], worker: int = 0) -> Any:
+        """The ``(C * prod(F), positions)`` col matrix of output rows ``start:stop`` (in ``worker``'s buffer)."""
         if self.pointwise:
             return windows.reshape(self.rows, -1)
         shape = (*self.row_shape, stop - start, *self.rest_shape)
-        col = buffers[-1][:math.prod(shape)].reshape(shape)
+        col = buffers[self.first_col + worker][:math.prod(shape)].reshape(shape)
         self.xp.copyto(col, windows[(slice(None),) * self.first_out + (slice(start, stop),)])
         return col.reshape(self.rows, -1)
 
@@ -209,14 +225,26 @@ def _conv_rows(xp: Any, im2col: Im2col, wt: Any, groups: int, out: Any, windows:
     """``out[K, *out, N] = wt @ col``, a block of output rows at a time (``wt``: ``(K, rows)``, or
     ``(G, K/G, rows)`` with groups)."""
     k, rows, first = out.shape[0], im2col.rows // groups, im2col.out_lengths[0]
-    matmul = matmul_for(xp)
-    for start, stop in im2col.blocks:
-        col = im2col.block(windows, start, stop, buffers)
-        dest = _rows(out, k, first, start, stop)
-        if groups == 1:
-            matmul(wt, col, dest)
-        else:
-            xp.matmul(wt, col.reshape(groups, rows, -1), out=dest.reshape(groups, k // groups, -1))
+    matmul = matmul_for(xp) if len(im2col.parts) == 1 else (lambda a, b, o: xp.matmul(a, b, out=o))
+
+    def part(worker: int) -> None:
+        for start, stop in im2col.parts[worker]:
+            col = im2col.block(windows, start, stop, buffers, worker)
+            dest = _rows(out, k, first, start, stop)
+            if groups == 1:
+                matmul(wt, col, dest)
+            else:
+                xp.matmul(wt, col.reshape(groups, rows, -1), out=dest.reshape(groups, k // groups, -1))
+
+    _in_parallel(part, len(im2col.parts))
+
+
+def _in_parallel(part: Callable[[int], None], workers: int) -> None:
+    """``part(worker)`` for each worker: in the calling thread for one, else over the runtime's workers."""
+    if workers == 1:
+        part(0)
+    else:
+        runtime.run([functools.partial(part, w) for w in range(workers)])
 
 
 def _filter_matrix(w2: Any, groups: int) -> Any:
@@ -269,30 +297,40 @@ def conv_bprop_filter(op: Op, kc: KernelContext) -> Kernel:
                           not is_identity(dy_roles.perm) or kc.dtype_of(dy) != dtype)
     acc_shape = (rows, k) if groups == 1 else (groups, rows, k // groups)
     grouped = scratch.add(acc_shape, dtype, groups > 1)
-    partial = scratch.add(acc_shape, dtype, len(im2col.blocks) > 1)
+    workers = len(im2col.parts)
+    # per worker: its sum (worker 0 sums into the output) and a block's product when it has several
+    sums = [None] + [scratch.add(acc_shape, dtype) for _ in range(1, workers)]
+    partials = [scratch.add(acc_shape, dtype, len(part) > 1) for part in im2col.parts]
     views = scratch.request(kc)
-    matmul = matmul_for(xp)
+    matmul = matmul_for(xp) if workers == 1 else (lambda a, b, o: xp.matmul(a, b, out=o))
 
     def conv_bprop_filter_kernel(out, xv, dyv):
         buffers = views()
         windows = im2col.windows(xv, buffers[col_part])
         dyi = _internal(xp, dyv, dy_roles.perm, _pick(buffers, dy_copy))
         out2 = out.reshape(rows, k)
-        acc = out2 if grouped is None else buffers[grouped]
-        for j, (start, stop) in enumerate(im2col.blocks):
-            col = im2col.block(windows, start, stop, buffers[col_part])
-            dyb = _rows(dyi, k, first, start, stop)
-            dest = acc if j == 0 else buffers[partial]
-            if groups == 1:
-                matmul(col, dyb.T, dest)
-            else:
-                n = col.shape[1]
-                xp.matmul(col.reshape(groups, rows, n), dyb.reshape(groups, k // groups, n).transpose(0, 2, 1),
-                          out=dest)
-            if j:
-                acc += dest
+        total = out2 if grouped is None else buffers[grouped]
+
+        def part(worker: int) -> None:
+            acc = total if worker == 0 else buffers[sums[worker]]
+            for j, (start, stop) in enumerate(im2col.parts[worker]):
+                col = im2col.block(windows, start, stop, buffers[col_part], worker)
+                dyb = _rows(dyi, k, first, start, stop)
+                dest = acc if j == 0 else buffers[partials[worker]]
+                if groups == 1:
+                    matmul(col, dyb.T, dest)
+                else:
+                    n = col.shape[1]
+                    xp.matmul(col.reshape(groups, rows, n), dyb.reshape(groups, k // groups, n).transpose(0, 2, 1),
+                              out=dest)
+                if j:
+                    acc += dest
+
+        _in_parallel(part, workers)
+        for index in sums[1:]:
+            total += buffers[index]
         if grouped is not None:
-            xp.copyto(_grouped_weights(out2, groups), acc)
+            xp.copyto(_grouped_weights(out2, groups), total)
         return out
 
     return _variant(kc, "bprop_filter", conv_bprop_filter_kernel, op)
@@ -376,6 +414,11 @@ def _bprop_data_col2im(op: Op, kc: KernelContext) -> Kernel:
                       for t in plan])
 
     matmul = matmul_for(xp)
+    # on NumPy with several workers (no groups), each worker takes a range of input channels: its rows
+    # of every dcol block (one GEMM each) and their adds into its channels of dX
+    workers = runtime.threads() if xp.__name__ == "numpy" and groups == 1 and not pointwise else 1
+    channel_parts = runtime.split(c, workers)
+    taps_per_channel = math.prod(fshape)
 
     def gemm(dest, w2, dyb):
         if groups == 1:
@@ -392,7 +435,7 @@ def _bprop_data_col2im(op: Op, kc: KernelContext) -> Kernel:
         dx = out if dx_copy is None else buffers[dx_copy]
         if pointwise:
             gemm(dx.reshape(c, -1), w2, dyi.reshape(k, -1))
-        else:
+        elif len(channel_parts) == 1:
             dx[...] = 0
             for (start, stop), steps in zip(blocks, plans):
                 shape = (c, *fshape, stop - start, *rest)
@@ -400,6 +443,18 @@ def _bprop_data_col2im(op: Op, kc: KernelContext) -> Kernel:
                 gemm(dcol.reshape(c * math.prod(fshape), -1), w2, _rows(dyi, k, first, start, stop))
                 for dx_index, dcol_index in steps:
                     dx[dx_index] += dcol[dcol_index]
+        else:
+            def channels(c0: int, c1: int) -> None:
+                mine, w_mine = dx[c0:c1], w2[c0 * taps_per_channel:c1 * taps_per_channel]
+                mine[...] = 0
+                for (start, stop), steps in zip(blocks, plans):
+                    shape = (c, *fshape, stop - start, *rest)
+                    dcol = buffers[dcol_buffer][:math.prod(shape)].reshape(shape)[c0:c1]
+                    xp.matmul(w_mine, _rows(dyi, k, first, start, stop), out=dcol.reshape(len(w_mine), -1))
+                    for dx_index, dcol_index in steps:
+                        mine[dx_index] += dcol[dcol_index]
+
+            runtime.run([functools.partial(channels, c0, c1) for c0, c1 in channel_parts])
         if dx_copy is not None:
             xp.copyto(out.transpose(xr.perm), dx)
         return out

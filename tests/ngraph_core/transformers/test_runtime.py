@@ -108,3 +108,35 @@ def test_one_and_two_workers_agree(monkeypatch):
     assert split.count(2) >= 4 and set(split) <= {1, 2}
     for a, b in zip(one, two):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5 * np.abs(a).max())
+
+
+def _im2col_results(monkeypatch, workers: str, strides: int, groups: int) -> list[np.ndarray]:
+    """An im2col convolution (forward, data and filter gradients) with ``workers`` threads: 7 output rows
+    (an odd split), 4x4 windows; stride 2 makes the data gradient col2im."""
+    monkeypatch.setenv("NG_THREADS", workers)
+    monkeypatch.setenv("NG_CONV", "im2col")
+    rng = np.random.default_rng(3)
+    c, k = 6, 4
+    size = 15 if strides == 2 else 8
+    C, H, W, N = ng.make_axis(c, "C"), ng.make_axis(size, "H"), ng.make_axis(size - 2, "W"), ng.make_axis(5, "N")
+    x = ng.placeholder([C, H, W, N])
+    w = ng.variable([ng.make_axis(c // groups, "CI"), ng.make_axis(4, "R"), ng.make_axis(4, "S"),
+                     ng.make_axis(k, "K")], initial_value=rng.normal(0, 0.2, (c // groups, 4, 4, k)))
+    y = ng.convolution(x, w, strides=strides, padding=1, groups=groups)
+    loss = ng.sum(ng.tanh(y) * y)
+    value = rng.standard_normal(x.axes.lengths).astype("float32")
+    with ng.transformers.make_transformer() as t:
+        return [np.asarray(r) for r in t.computation([y, *ng.gradients(loss, [x, w])], x)(value)]
+
+
+@pytest.mark.parametrize("strides, groups", [(2, 1), (2, 2), (1, 1)])
+def test_im2col_convolutions_split_over_two_workers(monkeypatch, strides, groups):
+    one = _im2col_results(monkeypatch, "1", strides, groups)
+    split: list[int] = []
+    real_run = runtime.run
+    monkeypatch.setattr(runtime, "run", lambda tasks: split.append(len(tasks)) or real_run(tasks))
+    two = _im2col_results(monkeypatch, "2", strides, groups)
+    # output rows per worker (forward, filter gradient), and input channels per worker (col2im) without groups
+    assert split.count(2) >= (3 if strides == 2 and groups == 1 else 2)
+    for a, b in zip(one, two):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5 * np.abs(a).max())
