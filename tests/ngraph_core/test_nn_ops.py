@@ -453,6 +453,7 @@ def test_kernels_share_one_workspace() -> None:
 def test_col_matrix_is_built_in_blocks_of_output_rows(monkeypatch: Any) -> None:
     """A smaller block budget means a smaller col buffer: the kernels really loop over row blocks."""
     monkeypatch.setenv("NG_CONV", "im2col")  # the im2col kernels alone (no Winograd scratch)
+    monkeypatch.setenv("NG_THREADS", "1")  # one worker: one col buffer (each worker has its own)
     x, w = ng.placeholder(image(4, (8, 8))), ng.placeholder(kernel(4, (3, 3), 4))
     y = ng.convolution(x, w, padding=1)
     dx, dw = ng.gradients(ng.sum(y * y), [x, w])
