@@ -15,7 +15,12 @@ through ``run`` and its one pool:
   Two Python threads calling a one-thread OpenBLAS run in parallel (measured: 355 ms of
   GEMMs in 193 ms); calls made while OpenBLAS has two threads serialize on its lock (205 ms).
 * Winograd convolutions split their tile rows (``transformers/winograd.py``);
-* fused element-wise programs split their blocks (``kernels/fused.py``).
+* im2col convolutions split their output rows, each worker building and multiplying its own col
+  blocks; col2im (a strided data gradient) splits the input channels (``kernels/conv.py``);
+* pooling splits the channels (compiled loops, ``transformers/compiled_pool.py``);
+* fused element-wise programs split their blocks from 256K elements (``kernels/fused.py``).
+
+Batch-norm statistics stay in the calling thread: split, they measured slower (``kernels/normalization.py``).
 
 Two other designs were measured against this one (2026-11-25, AMD EPYC, 2 threads,
 ``run.py <name> --pairs 3 --threads 2 --against a647b6f``; their time / this design's):
