@@ -73,6 +73,10 @@ AT = ((1, 1, 1, 0), (0, 1, -1, -1))
 FLOAT_DTYPES = ("float32", "float64")
 ALGORITHMS = ("im2col", "winograd")
 TIMED_CALLS = 3
+NEAR_TIE = 0.10
+"""A measured choice won by less than this fraction is measured again by later processes (``choose``)."""
+MEASURE_PROCESSES = 3
+"""How many processes measure a near tie before the choice is final."""
 """Calls of each algorithm timed, alternating, before a layer's choice (the median decides)."""
 
 
@@ -428,6 +432,26 @@ def layer_key(kind: str, shapes: Sequence[Sequence[int]], arg: ConvArg, dtype: s
     return f"{kind}|{geometry}|pad={arg.padding}|{dtype}|{_cpu()}|cores={os.cpu_count()}|threads={threads}"
 
 
+def _number(value: Any, default: float) -> float:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else default
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 1
+
+
+def settled(entry: dict[str, Any]) -> bool:
+    """True when a recorded choice is final: measured by ``MEASURE_PROCESSES`` processes, or won by more
+    than ``NEAR_TIE`` (records without ``runs`` count as one process)."""
+    if _count(entry.get("runs")) >= MEASURE_PROCESSES:
+        return True
+    ms = entry.get("ms")
+    if not isinstance(ms, dict):
+        return True
+    times = sorted(_number(v, 0.0) for v in ms.values())
+    return len(times) < 2 or times[0] <= 0 or times[1] > times[0] * (1 + NEAR_TIE)
+
+
 def choose(key: str, candidates: dict[str, Kernel]) -> Kernel:
     """A kernel that runs the measured-faster candidate for ``key``.
 
@@ -435,10 +459,14 @@ def choose(key: str, candidates: dict[str, Kernel]) -> Kernel:
     candidate ``TIMED_CALLS`` times, alternating, on the call's own operands (each writes the whole
     output, so the result is correct whichever ran last), records the medians under ``key`` and
     keeps the faster from then on.
+
+    A near tie (the slower within ``NEAR_TIE`` of the faster) is measured again by later processes,
+    up to ``MEASURE_PROCESSES`` in all, each algorithm keeping its best median so far: a busy
+    machine only adds time, so one noisy process no longer fixes the choice for good.
     """
     _load_choices()
     known = MEASURED.get(key)
-    if known is not None and known["chosen"] in candidates:
+    if known is not None and known["chosen"] in candidates and settled(known):
         return candidates[known["chosen"]]
     chosen: list[Kernel] = []
 
@@ -452,8 +480,12 @@ def choose(key: str, candidates: dict[str, Kernel]) -> Kernel:
                 fn(out, *args)
                 times[name].append(time.perf_counter() - start)
         ms = {name: 1e3 * sorted(t)[len(t) // 2] for name, t in times.items()}
+        runs = 1
+        if known is not None and isinstance(known.get("ms"), dict):  # a near tie measured again
+            ms = {name: min(v, _number(known["ms"].get(name), v)) for name, v in ms.items()}
+            runs = _count(known.get("runs")) + 1
         best = min(ms, key=ms.__getitem__)
-        MEASURED[key] = {"chosen": best, "ms": {name: round(v, 4) for name, v in ms.items()}}
+        MEASURED[key] = {"chosen": best, "ms": {name: round(v, 4) for name, v in ms.items()}, "runs": runs}
         _save_choices()
         chosen.append(candidates[best])
         return candidates[best](out, *args)

@@ -11,9 +11,9 @@ the input is read from memory twice (the mean, then the block pass) and no full-
 temporary is written. These kernels stay in the calling thread: splitting the features over two
 runtime workers (each with its own block temporary) measured slower on this memory-bound pass
 (2026-11-25, AMD EPYC, 2 vCPUs, batch norm of [16, 32, 32, 64] and its gradient, per call, three
-runs: moments 0.44 -> 0.53-0.63 ms, centered_sums 0.51-0.55 -> 0.67-0.77 ms). The variance is the mean of squared deviations from the mean, not
-``E[x^2] - E[x]^2``, which cancels catastrophically in float32 when the mean is large
-against the spread.
+runs: moments 0.44 -> 0.53-0.63 ms, centered_sums 0.51-0.55 -> 0.67-0.77 ms). The variance is
+the mean of squared deviations from the mean, not ``E[x^2] - E[x]^2``, which cancels
+catastrophically in float32 when the mean is large against the spread.
 
 Off NumPy (CuPy) there is no cache to block for and every call is a kernel launch: the block
 loop (one subtract and one tiny batched GEMM per block of rows, ~40 blocks for a ResNet layer)
