@@ -117,7 +117,8 @@ class CudaIm2col:
         self.pointwise = False
         self.rows = c * math.prod(fshape)
         self.positions = math.prod(self.out_lengths) * n
-        self.blocks = [(0, self.out_lengths[0])]
+        self.second = self.out_lengths[1] if len(self.out_lengths) > 1 else 1
+        self.blocks = [(0, self.out_lengths[0], 0, self.second)]  # the whole matrix
         self.parts = [self.blocks]  # one worker: the device runs the block
         self.specs: list[tuple[tuple[int, ...], str]] = [((self.rows * self.positions,), dtype)]
         self._geometry: tuple[tuple, Any] | None = None  # (the input's shape and strides, its device geometry)
@@ -126,7 +127,7 @@ class CudaIm2col:
         """The input itself: the kernel reads it through its strides."""
         return x
 
-    def block(self, x: Any, start: int, stop: int, buffers: list[Any], worker: int = 0) -> Any:
+    def block(self, x: Any, block: Any, buffers: list[Any], worker: int = 0) -> Any:
         """The whole ``(C * prod(F), prod(out) * N)`` col matrix (one block on a GPU), in one launch."""
         key = (x.shape, x.strides)
         if self._geometry is None or self._geometry[0] != key:  # uploaded once per input layout

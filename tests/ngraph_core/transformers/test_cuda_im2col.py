@@ -46,7 +46,7 @@ def test_host_body_equals_the_shared_im2col(library: ctypes.CDLL, case: tuple, d
     shared = Im2col(np, axes, fshape, arg, dtype, dtype)
     buffers = [np.empty(shape, dt) for shape, dt in shared.specs]
     windows = shared.windows(x, buffers)
-    want = np.concatenate([shared.block(windows, start, stop, buffers).copy() for start, stop in shared.blocks], 1)
+    want = np.concatenate([shared.block(windows, block, buffers).copy() for block in shared.blocks], 1)
     ours = cuda_im2col.CudaIm2col(np, axes, fshape, arg, dtype)
     assert ours.out_lengths == shared.out_lengths and ours.rows == want.shape[0]
     geometry = cuda_im2col.geometry(x, ours.perm, fshape, arg, ours.out_lengths)

@@ -8,6 +8,7 @@ import pytest
 
 import ngraph_core as ng
 from ngraph_core.transformers import runtime
+from ngraph_core.transformers.kernels import conv as conv_kernels
 
 
 def test_threads_from_ng_threads(monkeypatch):
@@ -129,13 +130,24 @@ def _im2col_results(monkeypatch, workers: str, strides: int, groups: int) -> lis
         return [np.asarray(r) for r in t.computation([y, *ng.gradients(loss, [x, w])], x)(value)]
 
 
-@pytest.mark.parametrize("strides, groups", [(2, 1), (2, 2), (1, 1)])
-def test_im2col_convolutions_split_over_two_workers(monkeypatch, strides, groups):
+@pytest.mark.parametrize("strides, groups, budget", [(2, 1, None), (2, 2, None), (1, 1, None), (2, 1, 3000),
+                                                     (1, 1, 1)])
+def test_im2col_convolutions_split_over_two_workers(monkeypatch, strides, groups, budget):
+    """``budget``: a smaller col block for each worker, so rows are cut along the second spatial axis
+    (3000 bytes: in two or three; 1: single columns)."""
     one = _im2col_results(monkeypatch, "1", strides, groups)
+    if budget is not None:
+        monkeypatch.setattr(conv_kernels, "WORKER_BLOCK_BYTES", budget)
+    cuts: list[int] = []
+    real_block = conv_kernels.Im2col.block
+    monkeypatch.setattr(conv_kernels.Im2col, "block",
+                        lambda self, windows, block, *a: cuts.append(block[3] - block[2] < self.second)
+                        or real_block(self, windows, block, *a))
     split: list[int] = []
     real_run = runtime.run
     monkeypatch.setattr(runtime, "run", lambda tasks: split.append(len(tasks)) or real_run(tasks))
     two = _im2col_results(monkeypatch, "2", strides, groups)
+    assert any(cuts) == (budget is not None)
     # output rows per worker (forward, filter gradient), and input channels per worker (col2im) without groups
     assert split.count(2) >= (3 if strides == 2 and groups == 1 else 2)
     for a, b in zip(one, two):
