@@ -11,7 +11,10 @@ Two sides, each timed in its own process by ``run.py``:
   measured 9-13 ms a step (2026-11-24), so this side is PyTorch at its best.
 
 The first layer of a network needs no data gradient (its input is the data): that is the
-default. ``CONV_LAYER_SHAPE=C,H,K`` measures another layer, e.g. ``32,16,64`` (the second conv).
+default. ``CONV_LAYER_SHAPE=C,H,K`` measures another layer, e.g. ``32,16,64`` (the second conv),
+and ``CONV_LAYER_WINDOW=F,S,P`` another filter size, stride and padding (default ``3,1,1``), e.g.
+``CONV_LAYER_SHAPE=64,14,128 CONV_LAYER_WINDOW=4,2,1 CONV_LAYER_DX=1``: DCGAN's discriminator conv
+(whose data gradient is also the shape of the generator's transposed convolution).
 
 Usage: ``python benchmarks/run.py conv_layer --pairs 5 --threads 1 2``.
 """
@@ -24,6 +27,7 @@ from harness import Step, blas_info, child_main
 
 BATCH = 64
 C, H, K = (int(v) for v in os.environ.get("CONV_LAYER_SHAPE", "3,32,32").split(","))
+F, S, P = (int(v) for v in os.environ.get("CONV_LAYER_WINDOW", "3,1,1").split(","))
 WITH_DX = os.environ.get("CONV_LAYER_DX", "0") == "1"
 STEPS, WARMUP = 50, 10
 
@@ -35,11 +39,11 @@ def build_ngraph(threads: int) -> tuple[Step, str]:
 
     rng = np.random.default_rng(0)
     Ca, Ha, Wa, Na = ng.make_axis(C, "C"), ng.make_axis(H, "H"), ng.make_axis(H, "W"), ng.make_axis(BATCH, "N")
-    w = ng.variable([Ca, ng.make_axis(3, "R"), ng.make_axis(3, "S"), ng.make_axis(K, "K")],
-                    initial_value=rng.normal(0, 0.1, (C, 3, 3, K)))
+    w = ng.variable([Ca, ng.make_axis(F, "R"), ng.make_axis(F, "S"), ng.make_axis(K, "K")],
+                    initial_value=rng.normal(0, 0.1, (C, F, F, K)))
     x_value = rng.standard_normal((C, H, H, BATCH)).astype("float32")
     x = ng.variable([Ca, Ha, Wa, Na], initial_value=x_value) if WITH_DX else ng.placeholder([Ca, Ha, Wa, Na])
-    y = ng.convolution(x, w, padding=1)
+    y = ng.convolution(x, w, strides=S, padding=P)
     dy = ng.placeholder(y.axes)
     grads = ng.gradients(y, [w, x] if WITH_DX else [w], error=dy)
     t = ng.transformers.make_transformer()
@@ -57,17 +61,18 @@ def build_torch(threads: int) -> tuple[Step, str]:
     torch.set_num_threads(threads)
     torch.manual_seed(0)
     x = torch.randn(BATCH, C, H, H, requires_grad=WITH_DX)
-    w = torch.randn(K, C, 3, 3, requires_grad=True)
-    dy = torch.randn(BATCH, K, H, H)
+    w = torch.randn(K, C, F, F, requires_grad=True)
+    out = (H + 2 * P - F) // S + 1
+    dy = torch.randn(BATCH, K, out, out)
     with torch.no_grad():
         for _ in range(10):
-            torch.nn.functional.conv2d(x, w, padding=1)
+            torch.nn.functional.conv2d(x, w, stride=S, padding=P)
 
     def step() -> object:
         w.grad = None
         if WITH_DX:
             x.grad = None
-        y = torch.nn.functional.conv2d(x, w, padding=1)
+        y = torch.nn.functional.conv2d(x, w, stride=S, padding=P)
         y.backward(dy)
         return y
 
