@@ -37,6 +37,7 @@ within 3e-7 relative of NumPy's, exact at 0, +-inf, NaN, overflow and underflow)
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import math
@@ -50,8 +51,9 @@ from typing import Any
 import numpy as np
 
 from ..ir import FusedProgram, Op, OpType
+from . import runtime
 from .kernels.context import Kernel, KernelContext
-from .kernels.fused import _head
+from .kernels.fused import PARALLEL_MIN_ELEMENTS, _head
 from .kernels.fused import fused as numpy_fused
 
 HAVE_NUMBA = importlib.util.find_spec("numba") is not None
@@ -390,6 +392,8 @@ def compiled_fused(op: Op, kc: KernelContext) -> Kernel | None:
         found = plans[key] = (_load(source), cshape, preps)
         return found
 
+    workers = runtime.threads() if math.prod(shape) >= PARALLEL_MIN_ELEMENTS else 1
+
     def compiled_kernel(out, *vs):
         if head is not None:
             head(out, vs[0], vs[1])
@@ -397,7 +401,12 @@ def compiled_fused(op: Op, kc: KernelContext) -> Kernel | None:
         key = (out.strides,) + tuple((a.shape, a.strides) for a in arrays)
         fn, cshape, preps = plans.get(key) or plan(key, out, arrays)
         o = out if out.shape == cshape else np.reshape(out, cshape, copy=False)
-        fn(o, *[prep(a) for prep, a in zip(preps, arrays)])
+        args = [prep(a) for prep, a in zip(preps, arrays)]
+        if workers == 1 or cshape[0] < workers:
+            fn(o, *args)
+        else:  # the outermost coalesced axis split over the runtime's workers (the loop releases the GIL)
+            runtime.run([functools.partial(fn, o[s:e], *(a[s:e] if isinstance(a, np.ndarray) else a for a in args))
+                         for s, e in runtime.split(cshape[0], workers)])
         return out
 
     return compiled_kernel

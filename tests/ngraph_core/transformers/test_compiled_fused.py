@@ -140,6 +140,31 @@ def test_where_cast_broadcast_and_constants(monkeypatch, dtype):
     np.testing.assert_allclose(got[0][finite], (np.tanh(y) + y * dtype_scalar(dtype, 1e-3))[finite], rtol=1e-5)
 
 
+def test_a_large_program_splits_over_two_workers(monkeypatch):
+    """From ``PARALLEL_MIN_ELEMENTS`` the compiled loop runs on two workers, each over a range of the
+    outermost axis; a broadcast bias and a scalar go with every part, an update in place too."""
+    from ngraph_core.transformers import runtime
+
+    monkeypatch.setenv("NG_THREADS", "2")
+    rows = ng.make_axis(7, name="R")  # odd: unequal parts
+    cols = ng.make_axis(compiled.PARALLEL_MIN_ELEMENTS // 7 + 13, name="Q")
+    parts: list[int] = []
+    real_run = runtime.run
+    monkeypatch.setattr(runtime, "run", lambda tasks: parts.append(len(tasks)) or real_run(tasks))
+
+    def build():
+        x, bias = ng.placeholder([rows, cols]), ng.placeholder([cols])
+        scale = ng.placeholder([])
+        return [ng.maximum(x * scale + bias, 0.0) - x * 0.5], [x, bias, scale]
+
+    rng = np.random.default_rng(8)
+    feeds = [rng.standard_normal((7, cols.length)).astype("float32"),
+             rng.standard_normal(cols.length).astype("float32"), np.array(1.5, "float32")]
+    ref, got, n_compiled = run_both(monkeypatch, build, feeds)
+    assert n_compiled == 1 and parts == [2, 2]  # the NumPy kernel's blocks, then the compiled loop
+    check(ref, got, True, "float32")
+
+
 def dtype_scalar(dtype: str, value: float) -> np.generic:
     return np.dtype(dtype).type(value)
 
