@@ -1,9 +1,12 @@
 """Fused element-wise programs compiled by numba: one loop over the data, every step in registers.
 
-Opt-in with ``NG_KERNELS=numba`` (the shared blocked kernel of ``kernels/fused.py`` stays the
-default and the reference). numba compiles for NumPy arrays only, so this is not a shared ``xp``
-kernel: the NumPy transformer installs ``fused`` below as its override of the ``fused`` kernel
-(``kernel_overrides``), as the CuPy transformer installs its own.
+By default (``NG_KERNELS=auto``) programs over ``COMPILED_MIN_ELEMENTS`` elements or more run
+compiled, smaller ones on the shared blocked kernel of ``kernels/fused.py``, which stays the
+reference; ``NG_KERNELS=numba`` compiles every program numba supports, ``NG_KERNELS=numpy`` none.
+Large programs split their outermost axis over the runtime's workers. numba compiles for NumPy
+arrays only, so this is not a shared ``xp`` kernel: the NumPy transformer installs ``fused`` below
+as its override of the ``fused`` kernel (``kernel_overrides``), as the CuPy transformer installs
+its own.
 
 For each ``FusedProgram`` this module generates the source of one
 ``@njit(cache=True)`` function that walks the output once and evaluates every step of the
@@ -412,20 +415,50 @@ def compiled_fused(op: Op, kc: KernelContext) -> Kernel | None:
     return compiled_kernel
 
 
+KERNEL_SETS = ("auto", "numba", "numpy")
+
+COMPILED_MIN_ELEMENTS = 1 << 18
+"""Under ``NG_KERNELS=auto`` (the default) a fused program over at least this many elements runs compiled.
+
+Measured (2026-11-25, AMD EPYC, 2 vCPUs, step medians of 30, alternating processes, default then
+``NG_KERNELS=numba``, ms): 2 threads: CNN 25.8/23.7, 25.2/24.8, 32.4/29.5; DCGAN 111.8/96.2,
+132.8/95.2, 114.7/98.0; ResNet-20 162.8/161.2, 166.2/167.4. Their big fused programs (batch-norm
+and activation epilogues over 400K-4M elements) make several NumPy passes per 64K-element block; the
+compiled loop makes one. Small programs stay on NumPy: there compiling did not pay (the LSTM step
+34.6 ms either way, RESULTS.md), and every distinct program costs a compile on a machine's first run.
+"""
+
+
+def kernel_set() -> str:
+    """``NG_KERNELS``: ``auto`` (default: compiled pooling and Winograd, fused programs compiled from
+    ``COMPILED_MIN_ELEMENTS``), ``numba`` (every fused program numba supports compiled) or ``numpy``
+    (the NumPy reference kernels only). Read when a kernel is made.
+
+    Raises:
+        ValueError: another value.
+    """
+    value = os.environ.get("NG_KERNELS", "").strip().lower() or "auto"
+    if value not in KERNEL_SETS:
+        raise ValueError(f"NG_KERNELS={value!r}: expected one of {', '.join(KERNEL_SETS)}; "
+                         "hint: unset it for auto")
+    return value
+
+
 def reference_only() -> bool:
-    """True when ``NG_KERNELS=numpy`` asks for the NumPy reference kernels only: no compiled pooling, no
-    Winograd convolutions (read when a kernel is made)."""
-    return os.environ.get("NG_KERNELS", "").strip().lower() == "numpy"
+    """True when ``NG_KERNELS=numpy`` asks for the NumPy reference kernels only: no compiled pooling or
+    fused programs, no Winograd convolutions."""
+    return kernel_set() == "numpy"
 
 
-def wanted() -> bool:
-    """True when ``NG_KERNELS=numba`` asks for compiled fused kernels (read when a kernel is made)."""
-    return os.environ.get("NG_KERNELS", "numpy").strip().lower() == "numba"
+def wanted(elements: int | None = None) -> bool:
+    """True when a fused program over ``elements`` elements (None: any size) is to be compiled."""
+    chosen = kernel_set()
+    return chosen == "numba" or (chosen == "auto" and elements is not None and elements >= COMPILED_MIN_ELEMENTS)
 
 
 def fused(op: Op, kc: KernelContext) -> Kernel:
-    """The NumPy transformer's ``fused`` kernel: the compiled loop with ``NG_KERNELS=numba`` where numba
-    supports the program, else the shared blocked kernel (``kernels/fused.py``)."""
-    kernel = compiled_fused(op, kc) if wanted() else None
+    """The NumPy transformer's ``fused`` kernel: the compiled loop where ``wanted`` and numba supports the
+    program, else the shared blocked kernel (``kernels/fused.py``)."""
+    kernel = compiled_fused(op, kc) if wanted(op.axes.size) else None
     return kernel if kernel is not None else numpy_fused(op, kc)
 

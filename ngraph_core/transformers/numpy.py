@@ -14,7 +14,7 @@ class NumpyTransformer(Transformer):
 
     name = "numpy"
     xp = numpy
-    # NG_KERNELS=numba compiles fused element-wise programs (NumPy arrays only); else the shared kernel
+    # fused element-wise programs: numba loops from 256K elements (NG_KERNELS=auto), all (numba) or none (numpy)
     # pooling: compiled loops, channels split over the workers (NG_KERNELS=numpy: the shared kernels)
     kernel_overrides = {OpType.FUSED: numba_kernels.fused, OpType.POOL: compiled_pool.pool,
                         OpType.POOL_BPROP: compiled_pool.pool_bprop}

@@ -96,9 +96,10 @@ Block = tuple[int, int, int, int]
 positions ``column:column_stop`` (all of them unless the block is one row)."""
 
 
-def row_blocks(xp: Any, out_first: int, row_bytes: int, budget: int = COL_BLOCK_BYTES) -> list[Rows]:
+def row_blocks(xp: Any, out_first: int, row_bytes: int, budget: int | None = None) -> list[Rows]:
     """Blocks ``(start, stop)`` of output rows (first spatial axis) whose col matrix fits in
-    ``budget`` (one row at least); one block for array modules other than NumPy."""
+    ``budget`` (default ``COL_BLOCK_BYTES``; one row at least); one block for array modules other than NumPy."""
+    budget = COL_BLOCK_BYTES if budget is None else budget
     per = out_first if xp.__name__ != "numpy" else max(1, min(out_first, budget // max(row_bytes, 1)))
     return [(start, min(start + per, out_first)) for start in range(0, out_first, per)]
 

@@ -121,6 +121,7 @@ def test_memory_plot_of_a_computation(tmp_path):
 
 @pytest.mark.parametrize("threads", [1, 2])
 def test_fused_kernel_blocks_and_threads_agree_with_numpy(monkeypatch, threads):
+    monkeypatch.setenv("NG_KERNELS", "numpy")  # the shared blocked kernel (large programs compile by default)
     monkeypatch.setattr(fused_kernels, "_threads", lambda: threads)
     split: list[int] = []
     real_run = fused_kernels.runtime.run

@@ -234,11 +234,18 @@ def test_programs_with_libm_steps_stay_on_numpy_by_default(monkeypatch):
     np.testing.assert_array_equal(got[0], ref[0])
 
 
-def test_the_default_is_numpy(monkeypatch):
+def test_the_default_compiles_large_programs_only(monkeypatch):
     monkeypatch.delenv("NG_KERNELS", raising=False)
-    assert not compiled.wanted()
+    assert compiled.kernel_set() == "auto"
+    assert not compiled.wanted(compiled.COMPILED_MIN_ELEMENTS - 1) and not compiled.wanted()
+    assert compiled.wanted(compiled.COMPILED_MIN_ELEMENTS)
     monkeypatch.setenv("NG_KERNELS", "numba")
-    assert compiled.wanted()
+    assert compiled.wanted(1) and compiled.wanted()
+    monkeypatch.setenv("NG_KERNELS", "numpy")
+    assert not compiled.wanted(compiled.COMPILED_MIN_ELEMENTS) and compiled.reference_only()
+    monkeypatch.setenv("NG_KERNELS", "fast")
+    with pytest.raises(ValueError, match="NG_KERNELS='fast'.*auto, numba, numpy"):
+        compiled.kernel_set()
 
 
 SCRIPT = textwrap.dedent("""
