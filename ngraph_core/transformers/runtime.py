@@ -18,7 +18,8 @@ through ``run`` and its one pool:
 * im2col convolutions split their output rows, each worker building and multiplying its own col
   blocks; col2im (a strided data gradient) splits the input channels (``kernels/conv.py``);
 * pooling splits the channels (compiled loops, ``transformers/compiled_pool.py``);
-* fused element-wise programs split their blocks from 256K elements (``kernels/fused.py``).
+* fused element-wise programs from 256K elements split their blocks (``kernels/fused.py``) or, compiled
+  (``numba_kernels.py``, the default at that size), the outermost axis of their loop.
 
 Batch-norm statistics stay in the calling thread: split, they measured slower (``kernels/normalization.py``).
 
