@@ -91,6 +91,32 @@ def test_compiled_matches_the_shared_kernels(monkeypatch, case):
         np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)
 
 
+def random_cases(count: int, seed: int) -> list[tuple]:
+    """Random pooling geometries (1-3 spatial axes, windows up to 3, strides up to 3, any valid padding,
+    ceil mode, both divisors), drawn from a fixed seed so a failure reproduces."""
+    rng = np.random.default_rng(seed)
+    cases = []
+    while len(cases) < count:
+        rank = int(rng.integers(1, 4))
+        window = tuple(int(v) for v in rng.integers(1, 4, rank))
+        strides = tuple(int(v) for v in rng.integers(1, 4, rank))
+        padding = tuple(int(rng.integers(0, w // 2 + 1)) for w in window)
+        spatial = tuple(int(w + rng.integers(0, 7)) for w in window)
+        cases.append((str(rng.choice(["max", "avg"])), int(rng.integers(1, 5)), spatial, int(rng.integers(1, 6)),
+                      window, strides, padding, bool(rng.integers(0, 2)), bool(rng.integers(0, 2))))
+    return cases
+
+
+@pytest.mark.parametrize("case", random_cases(16, seed=12), ids=lambda c: f"{c[0]}-{'x'.join(map(str, c[2]))}")
+def test_random_geometries_match_the_shared_kernels(monkeypatch, case):
+    op, c, spatial, n, window, strides, padding, ceil_mode, include = case
+    graph = pool_graph(op, c, spatial, n, window, strides, padding, ceil_mode, include, seed=len(spatial))
+    reference = run(monkeypatch, "numpy", graph)
+    got = run(monkeypatch, "", graph)
+    for a, b in zip(got, reference):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)
+
+
 @pytest.mark.parametrize("op", ["max", "avg"])
 def test_float64_and_ties_route_like_the_reference(monkeypatch, op):
     graph = pool_graph(op, 3, (9, 8), 7, 3, 1, 1, ties=True, dtype="float64")
