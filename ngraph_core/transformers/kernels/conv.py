@@ -63,10 +63,12 @@ channels), and a transposed view of ``col`` gained less than the output transpos
 A direct convolution for small channel counts did not pay either (issue 12 asked for one): a numba
 loop over output positions, four output channels at a time, vectorized over the batch (CHWN), each
 tap one multiply-add of a batch row into four accumulator rows held in L1. Measured against im2col +
-one GEMM of the whole layer (2026-11-25, AMD EPYC, one core, forward, batch 64, ms): 3 -> 32
-channels 3x3 on 32x32 7.9 against 1.6; 3 -> 16 3.2 against 0.76; 1 -> 64 4x4 stride 2 on 28x28 0.71
-against 0.24. The loop is bound by loads and stores of the accumulator rows; the GEMM keeps its
-accumulators in registers, and with 27 or 16 rows the col matrix is cheap to build.
+one GEMM of the whole layer (2026-11-25, AMD EPYC, one core, BLAS at one thread, forward, batch 64,
+ms, two runs): 3 -> 32 channels 3x3 on 32x32 7.9-12.1 against 3.4-3.5; 3 -> 16 2.9-3.6 against
+1.5-1.9; 1 -> 64 4x4 stride 2 on 28x28 0.77-1.02 against 0.35-0.36. The loop is bound by loads and
+stores of the accumulator rows; the GEMM keeps its accumulators in registers, and with 27 or 16
+rows the col matrix is cheap to build. Accumulators as 32 scalar locals (4 channels x 8 batch
+lanes) were slower still (12.6 / 6.1 / 2.7 ms): numba's loop did not vectorize them.
 """
 
 from __future__ import annotations
