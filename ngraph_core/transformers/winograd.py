@@ -73,11 +73,11 @@ AT = ((1, 1, 1, 0), (0, 1, -1, -1))
 FLOAT_DTYPES = ("float32", "float64")
 ALGORITHMS = ("im2col", "winograd")
 TIMED_CALLS = 3
+"""Calls of each algorithm timed, alternating, before a layer's choice (the median decides)."""
 NEAR_TIE = 0.10
 """A measured choice won by less than this fraction is measured again by later processes (``choose``)."""
 MEASURE_PROCESSES = 3
 """How many processes measure a near tie before the choice is final."""
-"""Calls of each algorithm timed, alternating, before a layer's choice (the median decides)."""
 
 
 def _signed_sum(terms: Sequence[tuple[int, str]]) -> str:
