@@ -292,15 +292,7 @@ def _conv_rows(xp: Any, im2col: Im2col, wt: Any, groups: int, out: Any, windows:
             else:
                 xp.matmul(wt, col.reshape(groups, rows, -1), out=dest.reshape(groups, k // groups, -1))
 
-    _in_parallel(part, len(im2col.parts))
-
-
-def _in_parallel(part: Callable[[int], None], workers: int) -> None:
-    """``part(worker)`` for each worker: in the calling thread for one, else over the runtime's workers."""
-    if workers == 1:
-        part(0)
-    else:
-        runtime.run([functools.partial(part, w) for w in range(workers)])
+    runtime.run([functools.partial(part, w) for w in range(len(im2col.parts))])  # one part: this thread
 
 
 def _filter_matrix(w2: Any, groups: int) -> Any:
@@ -381,7 +373,7 @@ def conv_bprop_filter(op: Op, kc: KernelContext) -> Kernel:
                 if j:
                     acc += dest
 
-        _in_parallel(part, workers)
+        runtime.run([functools.partial(part, w) for w in range(workers)])
         for index in sums[1:]:
             total += buffers[index]
         if grouped is not None:
@@ -468,11 +460,11 @@ def _bprop_data_col2im(op: Op, kc: KernelContext) -> Kernel:
         plans.append([((slice(None), *t.inp, slice(None)), (slice(None), *t.offsets, *t.out, slice(None)))
                       for t in plan])
 
-    matmul = matmul_for(xp)
     # on NumPy with several workers (no groups), each worker takes a range of input channels: its rows
     # of every dcol block (one GEMM each) and their adds into its channels of dX
     workers = runtime.threads() if xp.__name__ == "numpy" and groups == 1 and not pointwise else 1
     channel_parts = runtime.split(c, workers)
+    matmul = matmul_for(xp) if workers == 1 else (lambda a, b, o: xp.matmul(a, b, out=o))
     taps_per_channel = math.prod(fshape)
 
     def gemm(dest, w2, dyb):
@@ -490,14 +482,6 @@ def _bprop_data_col2im(op: Op, kc: KernelContext) -> Kernel:
         dx = out if dx_copy is None else buffers[dx_copy]
         if pointwise:
             gemm(dx.reshape(c, -1), w2, dyi.reshape(k, -1))
-        elif len(channel_parts) == 1:
-            dx[...] = 0
-            for (start, stop), steps in zip(blocks, plans):
-                shape = (c, *fshape, stop - start, *rest)
-                dcol = buffers[dcol_buffer][:math.prod(shape)].reshape(shape)
-                gemm(dcol.reshape(c * math.prod(fshape), -1), w2, _rows(dyi, k, first, start, stop))
-                for dx_index, dcol_index in steps:
-                    dx[dx_index] += dcol[dcol_index]
         else:
             def channels(c0: int, c1: int) -> None:
                 mine, w_mine = dx[c0:c1], w2[c0 * taps_per_channel:c1 * taps_per_channel]
@@ -505,11 +489,12 @@ def _bprop_data_col2im(op: Op, kc: KernelContext) -> Kernel:
                 for (start, stop), steps in zip(blocks, plans):
                     shape = (c, *fshape, stop - start, *rest)
                     dcol = buffers[dcol_buffer][:math.prod(shape)].reshape(shape)[c0:c1]
-                    xp.matmul(w_mine, _rows(dyi, k, first, start, stop), out=dcol.reshape(len(w_mine), -1))
+                    # one part (c0:c1 is every channel) with groups: the grouped GEMM
+                    gemm(dcol.reshape((c1 - c0) * taps_per_channel, -1), w_mine, _rows(dyi, k, first, start, stop))
                     for dx_index, dcol_index in steps:
                         mine[dx_index] += dcol[dcol_index]
 
-            runtime.run([functools.partial(channels, c0, c1) for c0, c1 in channel_parts])
+            runtime.run([functools.partial(channels, c0, c1) for c0, c1 in channel_parts])  # one part: this thread
         if dx_copy is not None:
             xp.copyto(out.transpose(xr.perm), dx)
         return out
