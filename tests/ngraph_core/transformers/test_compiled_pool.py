@@ -207,3 +207,33 @@ def test_a_second_process_reuses_the_compiled_loops(tmp_path):
     first, suffixes = run_twice(script, {"NG_KERNELS": ""}, tmp_path / "cache")
     assert first.split()  # four sums printed
     assert ".nbi" in suffixes and ".nbc" in suffixes  # numba's index and machine code were written
+
+
+@pytest.mark.parametrize("name", ["max_bprop", "avg_bprop"])
+def test_the_gradient_zeroes_what_no_window_reads_unless_the_windows_tile_the_input(name):
+    """Called directly on a dirty (NaN-filled) gradient buffer, as a reused workspace can be: with
+    ``fresh`` false (gaps between windows) every element is written, the gaps with zeros; the kernels
+    pass ``fresh`` only where the windows tile the input."""
+    from ngraph_core.ir.conv import PoolArg
+    from ngraph_core.transformers.kernels.pool import Geometry
+
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((2, 1, 8, 7, 3)).astype("float32")  # (C, D, H, W, N): window 2, stride 3
+    dy = rng.standard_normal((2, 1, 3, 2, 3)).astype("float32")
+    dx = np.full_like(x, np.nan)
+    window = (1, 2, 2, 1, 3, 3, 0, 0, 0)
+    loop = compiled_pool.loops(name)
+    extra = (False,) if name == "max_bprop" else (False, *(np.ones(m, "float32") * 4 for m in (1, 3, 2)))
+    loop(*((x, dy, dx) if name == "max_bprop" else (dy, dx)), 0, 2, *window, *extra)
+    assert not np.isnan(dx).any()
+    assert (dx[:, :, 2::3] == 0).all() and (dx[:, :, :, 2::3] == 0).all()  # rows and columns no window reads
+    C, H, W, N = (ng.make_axis(v, a) for v, a in ((2, "C"), (8, "H"), (7, "W"), (3, "N")))
+    gapped = PoolArg("max", (2, 2), (3, 3), (0, 0))
+    tiled = PoolArg("max", (2, 2), (2, 2), (0, 0))
+    x_axes = ng.make_axes([C, H, W, N])
+    y_gapped = ng.make_axes([C, ng.make_axis(3, "H"), ng.make_axis(2, "W"), N])
+    y_tiled = ng.make_axes([C, ng.make_axis(4, "H"), ng.make_axis(3, "W"), N])
+    assert not Geometry(x_axes, y_gapped, gapped).covers_input
+    assert not Geometry(x_axes, y_tiled, tiled).covers_input  # 7 columns: the last one is read by no window
+    tiled_even = ng.make_axes([C, H, ng.make_axis(6, "W"), N])
+    assert Geometry(tiled_even, ng.make_axes([C, ng.make_axis(4, "H"), ng.make_axis(3, "W"), N]), tiled).covers_input
