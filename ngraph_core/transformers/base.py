@@ -85,6 +85,8 @@ class Computation:
         self.accepted_into = getattr(self._fn, "accepted_into", ())
         if tapped:
             self._fn = self._with_taps(self._fn, [(results.index(op), op) for op in tapped])
+        else:  # what a kernel may compile a sub-graph's plan from (``compiled_scan``); a tapped plan runs as is
+            self._fn.compiled_graph = self.graph
 
     def _with_taps(self, fn: Callable[..., tuple], taps: list[tuple[int, Op]]) -> Callable[..., tuple]:
         """``fn`` followed by each tapped op's taps, called with (name, a NumPy copy of its value);

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy
 
 from ..ir import OpType
-from . import compiled_pool, numba_kernels, runtime, winograd
+from . import compiled_pool, compiled_scan, numba_kernels, runtime, winograd
 from .base import Transformer, register_transformer
 
 
@@ -16,8 +16,9 @@ class NumpyTransformer(Transformer):
     xp = numpy
     # fused element-wise programs: numba loops from 256K elements (NG_KERNELS=auto), all (numba) or none (numpy)
     # pooling: compiled loops, channels split over the workers (NG_KERNELS=numpy: the shared kernels)
+    # scans with small bodies: the whole loop one numba function (compiled_scan.py)
     kernel_overrides = {OpType.FUSED: numba_kernels.fused, OpType.POOL: compiled_pool.pool,
-                        OpType.POOL_BPROP: compiled_pool.pool_bprop}
+                        OpType.POOL_BPROP: compiled_pool.pool_bprop, OpType.SCAN: compiled_scan.scan}
     # 3x3 stride-1 convolutions: Winograd F(2x2, 3x3) where it measures faster (NG_CONV; needs numba)
     conv_variant = staticmethod(winograd.variant)
 

@@ -152,10 +152,25 @@ def scan(op: Op, kc: KernelContext) -> Kernel:
 
 
 def scan_result(op: Op, kc: KernelContext) -> Kernel:
-    """A view of one result inside its scan's pack (no copy)."""
+    """A view of one result inside its scan's pack (no copy).
+
+    The pack is an arena buffer, the same array object every call, so the view is made once and
+    returned again while the pack is the same object: a consumer that caches on its input's identity
+    (``broadcast``, ~3 us a call) then caches too.
+    """
     start, size, axes = op.src[0].arg.layout()[op.arg]
     stop, shape = start + size, axes.lengths
-    return lambda pack: pack[start:stop].reshape(shape)
+    last: list[tuple | None] = [None]
+
+    def scan_result_kernel(pack):
+        seen = last[0]  # one tuple read: threads sharing the kernel never see half an update
+        if seen is not None and seen[0] is pack:
+            return seen[1]
+        view = pack[start:stop].reshape(shape)
+        last[0] = (pack, view)
+        return view
+
+    return scan_result_kernel
 
 
 KERNELS = {OpType.SCAN: scan, OpType.SCAN_RESULT: scan_result}
