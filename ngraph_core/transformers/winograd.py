@@ -60,6 +60,7 @@ from ..ir import Op
 from ..ir.conv import ConvArg, activation_roles, filter_roles
 from . import runtime
 from .kernels.context import Kernel, KernelContext
+from .kernels.contraction import is_constant
 from .kernels.windows import PaddedCopy, is_identity
 from .numba_kernels import HAVE_NUMBA, _load, cache_dir, reference_only
 
@@ -245,10 +246,11 @@ class Forward:
             scratch.add("whole", t.whole_shape, t.dtype)
         self.from_tiles = transform("output")
 
-    def __call__(self, out: Any, x: Any, g: Any, buffers: dict[str, Any]) -> Any:
-        """``out`` ``(K, Ho, Wo, N)`` (C-contiguous) = the convolution of ``x`` (any axes order) with ``g``."""
+    def __call__(self, out: Any, x: Any, g: Any, buffers: dict[str, Any], u: Any = None) -> Any:
+        """``out`` ``(K, Ho, Wo, N)`` (C-contiguous) = the convolution of ``x`` (any axes order) with ``g``
+        (or with ``u``, ``g`` already transformed, when given)."""
         t, from_tiles = self.tiles, self.from_tiles
-        u = filter_transform(g, buffers["U"])
+        u = filter_transform(g, buffers["U"]) if u is None else u
         padded = t.padded_input(x, buffers)
         whole = out if t.even else buffers["whole"]
 
@@ -280,11 +282,23 @@ def conv_into(x: Op, w: Op, arg: ConvArg, dtype: str, kc: KernelContext) -> Call
     scratch = Scratch()
     forward = _forward(x.axes, k, arg.padding, dtype, scratch)
     views = scratch.request(kc)
+    if not is_constant(w):
+        def winograd_conv_kernel(out, xv, wv):
+            return forward(out, xv, wv.reshape(c, 3, 3, k).astype(dtype, copy=False), views())
 
-    def winograd_conv_kernel(out, xv, wv):
-        return forward(out, xv, wv.reshape(c, 3, 3, k).astype(dtype, copy=False), views())
+        return winograd_conv_kernel
+    # a constant filter (inference weights: never written, the same array object every call) is
+    # transformed once into an array of its own: 16/9 of the weights, rewritten on every call otherwise
+    last: list[tuple | None] = [None]
 
-    return winograd_conv_kernel
+    def held_winograd_conv_kernel(out, xv, wv):
+        seen = last[0]  # one tuple read: threads sharing the kernel never see half an update
+        if seen is None or seen[0] is not wv:
+            seen = last[0] = (wv, filter_transform(wv.reshape(c, 3, 3, k).astype(dtype, copy=False),
+                                                   np.empty((16, k, c), dtype=dtype)))
+        return forward(out, xv, None, views(), u=seen[1])
+
+    return held_winograd_conv_kernel
 
 
 def bprop_data(op: Op, kc: KernelContext) -> Kernel:
@@ -493,6 +507,24 @@ def choose(key: str, candidates: dict[str, Kernel]) -> Kernel:
     return measuring_kernel
 
 
+MIN_COLUMNS = 8
+"""Under ``NG_CONV=auto`` a forward convolution whose Winograd GEMMs would have fewer columns (2x2 tiles
+times the batch) runs im2col without measuring. Such a layer is bound by reading its weights, and
+Winograd reads 16/9 of them (the transformed ``U``) where im2col reads them once. The measured choice
+had picked Winograd for a batch-1 ResNet-18's 256-channel 2x2 layers (one tile: 0.33 against 0.46 ms,
+each timed alone, its weights in cache); inside the network they took 0.45 ms each against im2col's
+0.15 (2026-11-25, AMD EPYC, one thread)."""
+
+
+def _columns(x: Op, arg: ConvArg) -> int:
+    """The columns of a forward convolution's Winograd GEMMs: its 2x2 output tiles times the batch."""
+    roles = activation_roles(x.axes, "conv")
+    tiles = 1
+    for length, (before, after) in zip(roles.spatial.lengths, arg.padding):
+        tiles *= (length + before + after - 2 + 1) // 2
+    return tiles * roles.batch.length
+
+
 def variant(kind: str, kernel: Kernel, kc: KernelContext, *args: Any) -> Kernel:
     """The kernel a convolution runs: ``kernel`` (im2col), the Winograd kernel, or a measured choice.
 
@@ -505,6 +537,8 @@ def variant(kind: str, kernel: Kernel, kc: KernelContext, *args: Any) -> Kernel:
         x, w, arg, dtype = args
         if not eligible(filter_roles(w.axes, "conv").spatial.lengths, arg, dtype, kc.xp):
             return kernel
+        if wanted == "auto" and _columns(x, arg) < MIN_COLUMNS:
+            return kernel  # weight-bound: Winograd's 16/9 of the weights cannot win (MIN_COLUMNS)
         fast = conv_into(x, w, arg, dtype, kc)
         shapes = (x.axes.lengths, w.axes.lengths)
     else:

@@ -112,6 +112,12 @@ CONV_CASES = [
     ("depthwise_multiplier2", 3, 6, (6, 5), (3, 3), {"groups": 3, "padding": "same"}),
     ("groups4_pointwise", 8, 4, (5, 4), (1, 1), {"groups": 4}),
     ("one_by_one_image", 3, 4, (1, 1), (3, 3), {"padding": 1}),
+    # filter taps that read only padding are cut from the forward GEMM (kernels/conv.live_taps)
+    ("dead_taps_stride2", 3, 4, (2, 2), (3, 3), {"strides": 2, "padding": 1}),
+    ("dead_taps_dilated", 2, 3, (2, 3), (3, 3), {"dilation": 2, "padding": 2}),
+    ("dead_taps_groups", 4, 6, (1, 2), (3, 3), {"groups": 2, "padding": 1}),
+    ("dead_taps_1d_front_pad", 2, 3, (2,), (5,), {"padding": ((4, 0),)}),
+    ("dead_taps_3d", 2, 3, (1, 2, 1), (3, 3, 3), {"padding": 1}),
     ("conv1d", 3, 4, (9,), (3,), {"padding": 1}),
     ("conv1d_stride_dilation", 4, 6, (11,), (3,), {"strides": 2, "dilation": 2, "groups": 2}),
     ("conv1d_same_even", 3, 4, (8,), (4,), {"padding": "same"}),

@@ -27,9 +27,10 @@ def matmul_for(xp: Any, size: int | None = None) -> Callable[[Any, Any, Any], An
     return lambda a, b, out: xp.matmul(a, b, out=out)
 
 
-def _constant(op: Op) -> bool:
-    """True when ``op`` is a ``constant``, possibly renamed (``cast_axes``: the same array object)."""
-    while op.op is OpType.CAST_AXES:
+def is_constant(op: Op) -> bool:
+    """True when ``op`` is a ``constant``, possibly renamed (``cast_axes``) or reordered (``broadcast``): its
+    value never changes, and is the same array object every call (those kernels keep their last view)."""
+    while op.op in (OpType.CAST_AXES, OpType.BROADCAST):
         op = op.src[0]
     return op.op is OpType.CONSTANT
 
@@ -71,8 +72,8 @@ def dot_into(xp: Any, a: Op, b: Op, out_axes: Axes, dtype: str) -> Callable[[Any
     b_perm = tuple(b.axes.index(x) for x in shared + b_rest)
     m, k, n = a_rest.size, shared.size, b_rest.size
     matmul = matmul_for(xp, m * k * n)
-    held_a = _held(xp, a_perm, (m, k), dtype) if _constant(a) else None
-    held_b = _held(xp, b_perm, (k, n), dtype) if _constant(b) else None
+    held_a = _held(xp, a_perm, (m, k), dtype) if is_constant(a) else None
+    held_b = _held(xp, b_perm, (k, n), dtype) if is_constant(b) else None
 
     def operands(u, v):
         u2 = held_a(u) if held_a is not None else u.transpose(a_perm).reshape(m, k)
