@@ -42,7 +42,8 @@ from typing import Any
 
 import numpy as np
 
-from ..ir import FusedProgram, Op, OpType
+from ..ir import FusedProgram, Op, OpType, walk
+from . import runtime
 from .kernels import leaf
 from .kernels import scan as shared
 from .kernels.context import Kernel, KernelContext
@@ -428,15 +429,31 @@ def compiled_scan(op: Op, kc: KernelContext) -> Kernel | None:
     return compiled_scan_kernel
 
 
+def _splits_its_gemms(op: Op) -> bool:
+    """True when the shared kernel splits a product of the body over the runtime's workers (``NG_THREADS``
+    > 1 and a ``dot`` of ``runtime.MIN_PARALLEL_FLOPS`` or more), which the compiled loop, at one BLAS
+    thread, would not: there ``auto`` keeps the shared kernel (an LSTM of hidden 256 at batch 32)."""
+    if runtime.threads() == 1:
+        return False
+    for x in walk(op.arg.body.roots):
+        if x.op is OpType.DOT or x.op is OpType.FUSED and x.arg.dot:
+            a, b = x.src[0].axes, x.src[1].axes
+            common = a & b
+            if (a - common).size * common.size * (b - common).size >= runtime.MIN_PARALLEL_FLOPS:
+                return True
+    return False
+
+
 def scan(op: Op, kc: KernelContext) -> Kernel:
     """The NumPy transformer's ``scan`` kernel: the shared kernel (``kernels/scan.py``), replaced by the
     compiled loop where it is supported: at once under ``NG_KERNELS=numba``, from the ``HOT_CALLS``-th
-    call under ``auto`` (never under ``numpy``)."""
+    call under ``auto`` (never under ``numpy``, nor under ``auto`` where the shared kernel splits the body's
+    products over the workers: ``_splits_its_gemms``)."""
     chosen = kernel_set()
     if chosen == "numba":
         return compiled_scan(op, kc) or shared.scan(op, kc)
     kernel = shared.scan(op, kc)
-    if chosen == "numpy":
+    if chosen == "numpy" or _splits_its_gemms(op):
         return kernel
     current, calls = [kernel], [0]
 

@@ -333,3 +333,25 @@ def test_the_recurrent_suites_pass_with_every_scan_compiled(tmp_path):
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=1800)
     assert done.returncode == 0, done.stdout[-3000:]
     assert " passed" in done.stdout and "failed" not in done.stdout
+
+
+def test_auto_keeps_the_shared_kernel_where_it_splits_the_products(monkeypatch, compiled):
+    """With two workers, a body whose product the shared kernel splits (``MIN_PARALLEL_FLOPS``) is not
+    compiled under ``auto`` (the compiled loop runs BLAS at one thread); with one worker it is."""
+    monkeypatch.delenv("NG_KERNELS", raising=False)
+    monkeypatch.setattr(compiled_scan, "HOT_CALLS", 1)
+    monkeypatch.setattr(compiled_scan.runtime, "MIN_PARALLEL_FLOPS", 5 * 5 * 3)  # H x H2 x N below
+    F, H, N, rec = ng.make_axis(2, "F"), ng.make_axis(5, "H"), ng.make_axis(3, "N"), ng.make_axis(4, "REC")
+    rng = np.random.default_rng(6)
+    x, h0 = ng.placeholder([F, rec, N]), ng.placeholder([H, N])
+    w = ng.variable([H, F], initial_value=rng.standard_normal((5, 2)))
+    u = ng.variable([H, ng.make_axis(5, "H2")], initial_value=rng.standard_normal((5, 5)) * 0.5)
+    final, _ = ng_rnn(x, h0, w, u, rec)
+    xv, hv = rng.standard_normal((2, 4, 3)), rng.standard_normal((5, 3))
+    results = []
+    for workers in ("2", "1"):
+        monkeypatch.setenv("NG_THREADS", workers)
+        with ng.transformers.make_transformer(float_dtype="float64") as t:
+            results.append(t.computation(final, x, h0)(xv, hv))
+    assert compiled == [True]  # only the one-worker transformer's scan
+    np.testing.assert_allclose(results[0], results[1], rtol=1e-13, atol=1e-14)
