@@ -37,6 +37,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import math
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -444,6 +445,18 @@ def _splits_its_gemms(op: Op) -> bool:
     return False
 
 
+def _compiled_or_warn(op: Op, kc: KernelContext) -> Kernel | None:
+    """``compiled_scan``, where a failure to generate or compile the loop (a bug: please report it) is a
+    ``RuntimeWarning`` and the shared kernel goes on, instead of an error in the middle of a run."""
+    try:
+        return compiled_scan(op, kc)
+    except Exception as exc:  # noqa: BLE001 - any compile failure: keep running on the shared kernel
+        warnings.warn(f"scan {op.name}: the compiled loop failed ({type(exc).__name__}: {exc}); the scan runs on "
+                      "the shared kernel; hint: NG_KERNELS=numpy avoids compiling, and a report with the body helps",
+                      RuntimeWarning, stacklevel=2)
+        return None
+
+
 def scan(op: Op, kc: KernelContext) -> Kernel:
     """The NumPy transformer's ``scan`` kernel: the shared kernel (``kernels/scan.py``), replaced by the
     compiled loop where it is supported: at once under ``NG_KERNELS=numba``, from the ``HOT_CALLS``-th
@@ -462,7 +475,7 @@ def scan(op: Op, kc: KernelContext) -> Kernel:
         if calls[0] < HOT_CALLS:
             calls[0] += 1
             if calls[0] == HOT_CALLS:  # from now on: the compiled loop, or the shared kernel where unsupported
-                current[0] = compiled_scan(op, kc) or kernel
+                current[0] = _compiled_or_warn(op, kc) or kernel
         return run(out, *src)
 
     return tiered_scan_kernel

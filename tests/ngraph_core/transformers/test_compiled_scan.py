@@ -355,3 +355,28 @@ def test_auto_keeps_the_shared_kernel_where_it_splits_the_products(monkeypatch, 
             results.append(t.computation(final, x, h0)(xv, hv))
     assert compiled == [True]  # only the one-worker transformer's scan
     np.testing.assert_allclose(results[0], results[1], rtol=1e-13, atol=1e-14)
+
+
+def test_a_failed_compile_warns_and_keeps_the_shared_kernel(monkeypatch):
+    """Under ``auto`` a loop that fails to compile (a bug) is a RuntimeWarning on the third call, not an error;
+    the results stay right."""
+    monkeypatch.delenv("NG_KERNELS", raising=False)
+
+    def broken(op, kc):
+        raise RuntimeError("numba could not type the loop")
+
+    monkeypatch.setattr(compiled_scan, "compiled_scan", broken)
+    F, H, N, rec = ng.make_axis(2, "F"), ng.make_axis(3, "H"), ng.make_axis(2, "N"), ng.make_axis(3, "REC")
+    rng = np.random.default_rng(8)
+    w0, u0 = (rng.standard_normal(shape).astype(np.float32).astype(np.float64) for shape in ((3, 2), (3, 3)))
+    x, h0 = ng.placeholder([F, rec, N]), ng.placeholder([H, N])
+    w, u = ng.variable([H, F], initial_value=w0), ng.variable([H, ng.make_axis(3, "H2")], initial_value=u0)
+    final, _ = ng_rnn(x, h0, w, u, rec)
+    xv, hv = rng.standard_normal((2, 3, 2)), rng.standard_normal((3, 2))
+    with ng.transformers.make_transformer(float_dtype="float64") as t:
+        f = t.computation(final, x, h0)
+        f(xv, hv), f(xv, hv)
+        with pytest.warns(RuntimeWarning, match="the compiled loop failed.*numba could not type"):
+            got = f(xv, hv)
+        got = f(xv, hv)
+    np.testing.assert_allclose(got, np_rnn(xv, hv, w0, u0)[0], rtol=1e-10, atol=1e-12)
