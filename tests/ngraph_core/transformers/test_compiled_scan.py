@@ -65,6 +65,22 @@ def run_both(monkeypatch, run) -> tuple[list[np.ndarray], list[np.ndarray]]:
     return results[0], results[1]
 
 
+def small_rnn(steps: int, hidden: int, batch: int, seed: int) -> tuple:
+    """``(final, ys, x, h0, xv, hv, w0, u0)``: the tanh RNN of ``scan_reference`` over 2 features, its
+    placeholders, inputs and weights (exact in float32, so a float64 transformer matches ``np_rnn``)."""
+    F, H, N = ng.make_axis(2, "F"), ng.make_axis(hidden, "H"), ng.make_axis(batch, "N")
+    rec = ng.make_axis(steps, "REC")
+    rng = np.random.default_rng(seed)
+    w0, u0 = ((a * scale).astype(np.float32).astype(np.float64) for a, scale in
+              ((rng.standard_normal((hidden, 2)), 1.0), (rng.standard_normal((hidden, hidden)), 0.5)))
+    x, h0 = ng.placeholder([F, rec, N]), ng.placeholder([H, N])
+    w = ng.variable([H, F], initial_value=w0)
+    u = ng.variable([H, ng.make_axis(hidden, "H2")], initial_value=u0)
+    final, ys = ng_rnn(x, h0, w, u, rec)
+    xv, hv = rng.standard_normal((2, steps, batch)), rng.standard_normal((hidden, batch))
+    return final, ys, x, h0, xv, hv, w0, u0
+
+
 # -- RNN, GRU and LSTM cells ------------------------------------------------------------------------------------
 
 
@@ -232,13 +248,7 @@ def test_auto_compiles_on_the_third_call(monkeypatch, compiled):
     """``NG_KERNELS=auto``: two calls on the shared kernel, the compiled loop from the third (HOT_CALLS)."""
     monkeypatch.delenv("NG_KERNELS", raising=False)
     assert compiled_scan.HOT_CALLS == 3
-    F, H, N, rec = ng.make_axis(2, "F"), ng.make_axis(5, "H"), ng.make_axis(3, "N"), ng.make_axis(6, "REC")
-    rng = np.random.default_rng(4)
-    x, h0 = ng.placeholder([F, rec, N]), ng.placeholder([H, N])
-    w = ng.variable([H, F], initial_value=rng.standard_normal((5, 2)))
-    u = ng.variable([H, ng.make_axis(5, "H2")], initial_value=rng.standard_normal((5, 5)) * 0.5)
-    final, ys = ng_rnn(x, h0, w, u, rec)
-    xv, hv = rng.standard_normal((2, 6, 3)), rng.standard_normal((5, 3))
+    final, ys, x, h0, xv, hv, _, _ = small_rnn(6, 5, 3, seed=4)
     with ng.transformers.make_transformer(float_dtype="float64") as t:
         f = t.computation([final, ys], x, h0)
         assert compiled == []
@@ -302,19 +312,15 @@ def test_a_second_process_reuses_the_disk_cache(tmp_path):
 
 def test_numba_missing_or_numpy_kernels_mean_the_shared_kernel(monkeypatch, compiled):
     monkeypatch.setenv("NG_KERNELS", "numpy")
-    F, H, N, rec = ng.make_axis(2, "F"), ng.make_axis(3, "H"), ng.make_axis(2, "N"), ng.make_axis(3, "REC")
-    x, h0 = ng.placeholder([F, rec, N]), ng.placeholder([H, N])
-    w = ng.variable([H, F], initial_value=np.ones((3, 2)))
-    u = ng.variable([H, ng.make_axis(3, "H2")], initial_value=np.eye(3))
-    final, _ = ng_rnn(x, h0, w, u, rec)
+    final, _, x, h0, xv, hv, _, _ = small_rnn(3, 3, 2, seed=9)
     with ng.transformers.make_transformer() as t:
         for _ in range(4):
-            t.computation(final, x, h0)(np.ones((2, 3, 2), np.float32), np.zeros((3, 2), np.float32))
+            t.computation(final, x, h0)(xv, hv)
     assert compiled == []
     monkeypatch.setenv("NG_KERNELS", "numba")
     monkeypatch.setattr(compiled_scan, "HAVE_NUMBA", False)
     with ng.transformers.make_transformer() as t:
-        t.computation(final, x, h0)(np.ones((2, 3, 2), np.float32), np.zeros((3, 2), np.float32))
+        t.computation(final, x, h0)(xv, hv)
     assert compiled == [False]
     assert os.environ["NG_KERNELS"] == "numba"
 
@@ -341,13 +347,7 @@ def test_auto_keeps_the_shared_kernel_where_it_splits_the_products(monkeypatch, 
     monkeypatch.delenv("NG_KERNELS", raising=False)
     monkeypatch.setattr(compiled_scan, "HOT_CALLS", 1)
     monkeypatch.setattr(compiled_scan.runtime, "MIN_PARALLEL_FLOPS", 5 * 5 * 3)  # H x H2 x N below
-    F, H, N, rec = ng.make_axis(2, "F"), ng.make_axis(5, "H"), ng.make_axis(3, "N"), ng.make_axis(4, "REC")
-    rng = np.random.default_rng(6)
-    x, h0 = ng.placeholder([F, rec, N]), ng.placeholder([H, N])
-    w = ng.variable([H, F], initial_value=rng.standard_normal((5, 2)))
-    u = ng.variable([H, ng.make_axis(5, "H2")], initial_value=rng.standard_normal((5, 5)) * 0.5)
-    final, _ = ng_rnn(x, h0, w, u, rec)
-    xv, hv = rng.standard_normal((2, 4, 3)), rng.standard_normal((5, 3))
+    final, _, x, h0, xv, hv, _, _ = small_rnn(4, 5, 3, seed=6)
     results = []
     for workers in ("2", "1"):
         monkeypatch.setenv("NG_THREADS", workers)
@@ -366,13 +366,7 @@ def test_a_failed_compile_warns_and_keeps_the_shared_kernel(monkeypatch):
         raise RuntimeError("numba could not type the loop")
 
     monkeypatch.setattr(compiled_scan, "compiled_scan", broken)
-    F, H, N, rec = ng.make_axis(2, "F"), ng.make_axis(3, "H"), ng.make_axis(2, "N"), ng.make_axis(3, "REC")
-    rng = np.random.default_rng(8)
-    w0, u0 = (rng.standard_normal(shape).astype(np.float32).astype(np.float64) for shape in ((3, 2), (3, 3)))
-    x, h0 = ng.placeholder([F, rec, N]), ng.placeholder([H, N])
-    w, u = ng.variable([H, F], initial_value=w0), ng.variable([H, ng.make_axis(3, "H2")], initial_value=u0)
-    final, _ = ng_rnn(x, h0, w, u, rec)
-    xv, hv = rng.standard_normal((2, 3, 2)), rng.standard_normal((3, 2))
+    final, _, x, h0, xv, hv, w0, u0 = small_rnn(3, 3, 2, seed=8)
     with ng.transformers.make_transformer(float_dtype="float64") as t:
         f = t.computation(final, x, h0)
         f(xv, hv), f(xv, hv)
