@@ -138,17 +138,33 @@ def split(length: int, parts: int) -> list[tuple[int, int]]:
     return [(bounds[i], bounds[i + 1]) for i in range(parts)]
 
 
+def product(a: Any, b: Any, out: Any) -> Any:
+    """``out = a @ b``: the compiled loop of ``narrow_gemm`` for 2-4 columns where it takes them, else BLAS."""
+    global _narrow
+    if _narrow is None:
+        from . import narrow_gemm as _narrow
+    return out if _narrow.run(a, b, out) else np.matmul(a, b, out=out)
+
+
+_narrow: Any = None  # narrow_gemm, imported on first use (it imports numba_kernels, which imports this module)
+
+
 def matmul(a: Any, b: Any, out: Any, workers: int | None = None) -> Any:
     """``numpy.matmul(a, b, out=out)`` (2-d ``out``, or 3-d with a batch), split over the workers
     when big enough (``MIN_PARALLEL_FLOPS``): by the batch when it has a part for every worker,
     else by ``out``'s columns or rows, whichever is longer (each part a strided view BLAS takes
-    as it is)."""
+    as it is). A 2-d product with 2-4 columns runs ``narrow_gemm``'s compiled loop where it applies
+    (a batch-1 convolution of a small map), split by rows like BLAS's."""
     workers = threads() if workers is None else workers
     m, k = a.shape[-2:]
     n = b.shape[-1]
     batch = out.shape[0] if out.ndim == 3 else 1
+    narrow = 2 <= n <= 4 and out.ndim == 2
     if workers == 1 or batch * m * k * n < MIN_PARALLEL_FLOPS:
-        return np.matmul(a, b, out=out)
+        return product(a, b, out) if narrow else np.matmul(a, b, out=out)
+    if narrow:
+        run([functools.partial(product, a[s:e], b, out[s:e]) for s, e in split(m, workers)])
+        return out
     if out.ndim == 3 and batch >= workers:
         parts = [(a[s:e] if a.ndim == 3 else a, b[s:e] if b.ndim == 3 else b, out[s:e])
                  for s, e in split(batch, workers)]

@@ -56,6 +56,16 @@ def _held(xp: Any, perm: tuple[int, ...], shape: tuple[int, int], dtype: str) ->
     return matrix
 
 
+def product_for(xp: Any) -> Callable[[Any, Any, Any], Any]:
+    """``fn(a, b, out)``: one GEMM in the calling thread (a worker's part). On NumPy the runtime's
+    ``product`` (a GEMM of 2-4 columns by ``narrow_gemm``'s compiled loop), elsewhere ``xp.matmul``."""
+    if xp.__name__ == "numpy":
+        from ..runtime import product
+
+        return product
+    return lambda a, b, out: xp.matmul(a, b, out=out)
+
+
 def dot_into(xp: Any, a: Op, b: Op, out_axes: Axes, dtype: str) -> Callable[[Any, Any, Any], Any]:
     """``fn(out, u, v)`` writing dot(u, v) (u with ``a``'s axes, v with ``b``'s) into ``out``.
 
