@@ -107,7 +107,10 @@ def _gemm(a, b, c):
 @functools.cache
 def blas() -> tuple[str, str, str] | None:
     """The integer type and the ``sgemm``/``dgemm`` CBLAS symbols of the BLAS NumPy loaded, made visible
-    to numba's linker; None when there is no such BLAS (then scans run the shared kernel).
+    to numba's linker; None when there is no such BLAS (then scans run the shared kernel). The integer
+    width is read from the symbols' ``64_`` suffix (NumPy's wheels: ILP64, suffixed); an ILP64 library
+    that exports unsuffixed names would be called with 32-bit integers, so only suffixed or LP64 ones are
+    expected here.
 
     Example:
         >>> blas()  # ('int64', 'scipy_cblas_sgemm64_', 'scipy_cblas_dgemm64_') with NumPy's own wheel
@@ -117,7 +120,9 @@ def blas() -> tuple[str, str, str] | None:
         from threadpoolctl import threadpool_info
     except ImportError:
         return None
-    for info in threadpool_info():
+    # NumPy's own first: another package's BLAS (torch's, say) may be loaded too, with its own threads
+    pools = sorted(threadpool_info(), key=lambda info: "numpy" not in info.get("filepath", ""))
+    for info in pools:
         if info.get("user_api") != "blas" or not info.get("filepath"):
             continue
         try:
