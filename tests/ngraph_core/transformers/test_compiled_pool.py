@@ -76,6 +76,11 @@ CASES = [
     ("avg", 4, (9, 7), 6, 3, 1, 1, False, False),
     ("avg", 3, (11,), 4, 3, 2, 1, True, True),
     ("avg", 2, (5, 6, 7), 3, 2, (1, 2, 2), (1, 0, 1), True, False),
+    # a batch of one: the forward runs the max1/avg1 loops
+    ("max", 3, (16, 16), 1, 3, 2, 1, False, True),
+    ("max", 2, (7, 6), 1, (3, 2), (2, 1), (1, 0), True, True),
+    ("avg", 2, (7, 9), 1, 3, 2, 1, True, False),
+    ("avg", 2, (5, 6, 7), 1, 2, (1, 2, 2), (1, 0, 1), False, True),
 ]
 
 
@@ -86,7 +91,7 @@ def test_compiled_matches_the_shared_kernels(monkeypatch, case):
     reference = run(monkeypatch, "numpy", graph)
     made = compiled_names(monkeypatch)
     got = run(monkeypatch, "", graph)
-    assert sorted(set(made)) == sorted({op, f"{op}_bprop"})
+    assert sorted(set(made)) == sorted({op + ("1" if n == 1 else ""), f"{op}_bprop"})
     for a, b in zip(got, reference):
         np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)
 
@@ -156,6 +161,18 @@ def test_nan_propagates_through_max(monkeypatch):
     y = run(monkeypatch, "", (results, placeholders, [xv, dyv]))[0]
     assert np.isnan(y[1, 1, 1, 1]) and np.isnan(y_ref[1, 1, 1, 1])
     assert np.isnan(y).sum() == 1
+    np.testing.assert_array_equal(y, y_ref)
+
+
+def test_nan_propagates_through_max_at_batch_one(monkeypatch):
+    results, placeholders, (xv, dyv) = pool_graph("max", 2, (6, 6), 1, 2, 2, 0)
+    xv[1, 2, 3, 0] = np.nan  # output (1, 1, 1, 0)'s window
+    xv[0, 4, 4, 0] = np.inf
+    y_ref = run(monkeypatch, "numpy", (results, placeholders, [xv, dyv]))[0]
+    made = compiled_names(monkeypatch)
+    y = run(monkeypatch, "", (results, placeholders, [xv, dyv]))[0]
+    assert "max1" in made
+    assert np.isnan(y[1, 1, 1, 0]) and np.isnan(y).sum() == 1 and y[0, 2, 2, 0] == np.inf
     np.testing.assert_array_equal(y, y_ref)
 
 
