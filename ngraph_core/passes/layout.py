@@ -11,7 +11,14 @@ A *reorder* is a ``broadcast`` whose axes are its input's in another order (what
 * an element-wise op whose operands are all reorders of inputs with one axes order
   (or broadcasts of smaller inputs, such as a bias) computes on the inputs in their
   own order, and one reorder of its result follows. Repeated, this sinks a transpose
-  to the end of an element-wise chain, where a ``dot`` or a reduction absorbs it.
+  to the end of an element-wise chain, where a ``dot`` or a reduction absorbs it;
+* a renaming (``cast_axes``) of a reorder renames the input instead, before the reorder;
+* a convolution reads an activation whose reorder moved only the batch axis directly, and
+  a pooling pools it in its own order (one reorder of the result follows).
+
+Together these keep an imported ONNX CNN (NCHW between layers) in the ``[C, H, W, N]`` order
+its convolutions compute: each layer's reorder to NCHW sinks through the normalization,
+activation and residual add, into the next convolution, which drops it.
 """
 
 from __future__ import annotations
@@ -50,7 +57,41 @@ def _sink_reorder(op: Op) -> Op:
     return ng.broadcast_to(inner, op.axes)
 
 
+def _renamed_first(op: Op, x: Op) -> Op:
+    """``cast_axes(reorder(x))`` as ``reorder(cast_axes(x))``: ``x`` renamed in its own order, each axis to the
+    name its reordered position gets, then reordered to ``op``'s axes."""
+    moved = op.src[0]
+    names = Axes([op.axes[moved.axes.index(a)] for a in x.axes])
+    return ng.broadcast_to(ng.cast_axes(x, names), op.axes)
+
+
+def _roles_kept(op: Op) -> bool:
+    """For a reorder: True when it moves only the batch axis (a ``[C, *spatial, N]`` activation keeps its roles:
+    the other axes stay in their order)."""
+    x = op.src[0]
+    return op.axes.batch_axis is not None and [a for a in op.axes if not a.is_batch] == \
+        [a for a in x.axes if not a.is_batch]
+
+
+def _pooled_first(op: Op, x: Op) -> Op:
+    """``pool(reorder(x))`` as ``reorder(pool(x))``: pooled in ``x``'s order (the compiled loops want the batch
+    innermost, as a convolution leaves it), then reordered to ``op``'s axes."""
+    rest = iter([a for a in op.axes if not a.is_batch])
+    axes = Axes([op.axes.batch_axis if a.is_batch else next(rest) for a in x.axes])
+    return ng.broadcast_to(make(T.POOL, [x], arg=op.arg, axes=axes, dtype=op.dtype), op.axes)
+
+
+batch_moved = Pat(T.BROADCAST, (x,), where=lambda op: is_reorder(op) and _roles_kept(op))
+
 RULES = [
+    # cast_axes(reorder(x)) -> reorder(cast_axes(x)): a renaming between two ops (ONNX import renames every
+    # value) no longer hides the reorder from the rules below
+    (pat(T.CAST_AXES, reorder, name="op"), _renamed_first),
+    # conv(reorder(x), w) -> conv(x, w) when only the batch axis moved: the convolution reads its input's
+    # roles by name and position, and its padded copy no longer transposes
+    (pat(T.CONV, batch_moved, b, name="op"), lambda op, x, b: make(T.CONV, [x, b], arg=op.arg, axes=op.axes,
+                                                                   dtype=op.dtype)),
+    (pat(T.POOL, batch_moved, name="op"), _pooled_first),  # pool(reorder(x)) -> reorder(pool(x))
     (pat(T.DOT, reorder, b), lambda x, b: ng.dot(x, b)),  # dot(reorder(x), b) -> dot(x, b)
     (pat(T.DOT, b, reorder), lambda x, b: ng.dot(b, x)),  # dot(b, reorder(x)) -> dot(b, x)
     (pat(OpGroup.REDUCE, reorder, name="op"), lambda op, x: make(op.op, [x], axes=op.axes)),  # r(reorder(x)) -> r(x)

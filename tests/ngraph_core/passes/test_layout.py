@@ -111,5 +111,60 @@ def test_gradients_of_a_transposed_affine_layer_keep_their_values():
     assert_same_values(roots, after)
 
 
+def test_a_renaming_of_a_reorder_renames_first():
+    A, B = ng.make_axis(4, name="A"), ng.make_axis(3, name="B")
+    before = ng.cast_axes(order(x, N, C), [B, A])  # x [C, N] -> [N, C] -> renamed [B, A]
+    (after,) = layout([before])
+    assert after is order(ng.cast_axes(x, [A, B]), B, A)
+    assert_same_values([before], [after])
+
+
+def nchw_cnn() -> tuple[list[ng.Op], list[ng.Op], list[np.ndarray]]:
+    """What ONNX import builds around a convolution: NCHW values, each a renamed reorder of the [K, H, W, N]
+    the convolution computes, a batch norm and ReLU in NCHW, a residual add, a max pool, a second conv."""
+    Nb, Cc, Hh, Ww = ng.make_axis(2, "N"), ng.make_axis(3, "C"), ng.make_axis(6, "H"), ng.make_axis(5, "W")
+    K, R, S = ng.make_axis(4, "K"), ng.make_axis(3, "R"), ng.make_axis(3, "S")
+    rng = np.random.default_rng(3)
+    image = ng.placeholder([Nb, Cc, Hh, Ww])
+    w1 = ng.constant(rng.standard_normal((3, 3, 3, 4)).astype(np.float32), [Cc, R, S, K])
+    h = ng.convolution(image, w1, padding=1)  # [K, H, W, N]
+    D1, D2, D3, D4 = (ng.make_axis(n, f"D{i}") for i, n in enumerate((2, 4, 6, 5), 1))
+    nchw = ng.cast_axes(order(h, *[h.axes[3], h.axes[0], h.axes[1], h.axes[2]]), [D1, D2, D3, D4])
+    gamma = ng.broadcast(ng.constant(rng.standard_normal(4).astype(np.float32), [D2]), [D1, D2, D3, D4])
+    y = ng.relu(nchw * gamma + 0.5)
+    y = y + nchw  # a residual add of two reorders of one order
+    pooled = ng.pooling(ng.cast_axes(y, [ng.make_axis(2, "N"), K, h.axes[1], h.axes[2]]), 2, strides=2,
+                        op="max")  # [N, K, H', W']
+    K2 = ng.make_axis(2, "K2")
+    w2 = ng.constant(rng.standard_normal((4, 3, 3, 2)).astype(np.float32), [K, R, S, K2])
+    out = ng.convolution(pooled, w2, padding=1)
+    feed = rng.standard_normal((2, 3, 6, 5)).astype(np.float32)
+    return [out, pooled], [image], [feed]
+
+
+def test_an_nchw_cnn_keeps_its_convolutions_order():
+    roots, placeholders, feeds = nchw_cnn()
+    after = layout(roots)
+    # one reorder (the convolution's output to NCHW) before; after, one too, moved to the end: the pooled
+    # value is a result in NCHW, while the batch norm, ReLU, add and pool ran in the convolution's order
+    assert reorders(roots) == 1 and reorders(after) == 1
+    assert is_reorder(after[1]) and after[1].src[0].op is T.POOL
+    ops = ng.ordered_ops(after)
+    (pool,) = [o for o in ops if o.op is T.POOL]
+    assert pool.axes.names[-1] == "N" and pool.src[0].axes.names[-1] != pool.src[0].axes.names[0]
+    assert all(not is_reorder(c.src[0]) for c in ops if c.op is T.CONV)
+    for got, want in zip(run(after, placeholders, feeds), run(roots, placeholders, feeds), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_a_reorder_that_moves_a_spatial_axis_stays_before_a_convolution():
+    Cc, Hh, Ww, Nb = ng.make_axis(2, "C"), ng.make_axis(4, "H"), ng.make_axis(5, "W"), ng.make_axis(2, "N")
+    R, S, K = ng.make_axis(3, "R"), ng.make_axis(3, "S"), ng.make_axis(3, "K")
+    image = ng.placeholder([Cc, Ww, Hh, Nb])
+    w1 = ng.placeholder([Cc, R, S, K])
+    before = ng.convolution(order(image, Cc, Hh, Ww, Nb), w1, padding=1)  # a real transpose of H and W
+    assert layout([before]) == [before]
+
+
 def test_rule_table():
-    assert len(LAYOUT) == len(RULES) == 5
+    assert len(LAYOUT) == len(RULES) == 8
