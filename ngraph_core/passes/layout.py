@@ -78,7 +78,7 @@ def _pooled_first(op: Op, x: Op) -> Op:
     innermost, as a convolution leaves it), then reordered to ``op``'s axes."""
     rest = iter([a for a in op.axes if not a.is_batch])
     axes = Axes([op.axes.batch_axis if a.is_batch else next(rest) for a in x.axes])
-    return ng.broadcast_to(make(T.POOL, [x], arg=op.arg, axes=axes, dtype=op.dtype), op.axes)
+    return ng.broadcast_to(op.replace(src=(x,), axes=axes), op.axes)  # replace: its name and scope stay
 
 
 batch_moved = Pat(T.BROADCAST, (x,), where=lambda op: is_reorder(op) and _roles_kept(op))
@@ -89,8 +89,7 @@ RULES = [
     (pat(T.CAST_AXES, reorder, name="op"), _renamed_first),
     # conv(reorder(x), w) -> conv(x, w) when only the batch axis moved: the convolution reads its input's
     # roles by name and position, and its padded copy no longer transposes
-    (pat(T.CONV, batch_moved, b, name="op"), lambda op, x, b: make(T.CONV, [x, b], arg=op.arg, axes=op.axes,
-                                                                   dtype=op.dtype)),
+    (pat(T.CONV, batch_moved, b, name="op"), lambda op, x, b: op.replace(src=(x, b))),
     (pat(T.POOL, batch_moved, name="op"), _pooled_first),  # pool(reorder(x)) -> reorder(pool(x))
     (pat(T.DOT, reorder, b), lambda x, b: ng.dot(x, b)),  # dot(reorder(x), b) -> dot(x, b)
     (pat(T.DOT, b, reorder), lambda x, b: ng.dot(b, x)),  # dot(b, reorder(x)) -> dot(b, x)

@@ -168,3 +168,14 @@ def test_a_reorder_that_moves_a_spatial_axis_stays_before_a_convolution():
 
 def test_rule_table():
     assert len(LAYOUT) == len(RULES) == 8
+
+
+def test_a_moved_convolution_and_pool_keep_their_names_and_scopes():
+    """Per-layer counters (``ngraph bench -pc``) group by scope: the rewritten ops keep the originals' meta."""
+    roots, _, _ = nchw_cnn()
+    for op in ng.ordered_ops(roots):
+        if op.op in (T.CONV, T.POOL):
+            ng.update_meta(op, name=f"layer_{op.op.value}_{op.axes.lengths[0]}")
+    after = layout(roots)
+    names = sorted(o.meta.name for o in ng.ordered_ops(after) if o.op in (T.CONV, T.POOL))
+    assert names == sorted(o.meta.name for o in ng.ordered_ops(roots) if o.op in (T.CONV, T.POOL))
