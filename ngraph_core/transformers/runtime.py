@@ -56,8 +56,12 @@ from typing import Any
 
 import numpy as np
 
-MIN_PARALLEL_FLOPS = 1 << 21
-"""A GEMM below this many multiply-adds runs in one call (a hand-off costs ~35 us, benchmarks/RESULTS.md)."""
+MIN_PARALLEL_FLOPS = 1 << 23
+"""A GEMM below this many multiply-adds runs in one call. A hand-off to a worker and the wait for it cost
+35-75 us here (a 5 us task took 63-77 us a round trip through a lock or the pool, 2026-11-25), about what
+half of an 8M multiply-add GEMM takes at one thread; from 2M (the first setting) a batch-1 ResNet-18 at
+two threads split its 2-4M multiply-add layers and took 4.7 ms, against 3.3 ms with 8M and 2.9 at one
+thread (benchmarks/RESULTS.md, eighth session)."""
 
 _pool: ThreadPoolExecutor | None = None
 _owned = False

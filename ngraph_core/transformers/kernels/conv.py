@@ -99,6 +99,15 @@ Block = tuple[int, int, int, int]
 positions ``column:column_stop`` (all of them unless the block is one row)."""
 
 
+SHARED_COL_ELEMENTS = 1 << 16
+"""A col matrix of at most this many elements (a batch-1 layer: ``[2304, 4]`` at ResNet-18's 2x2 stage,
+``[576, 64]`` at 8x8) is one block for all workers: built once, its GEMM split by the filter's rows in
+``runtime.matmul`` when big enough (``MIN_PARALLEL_FLOPS``), so each worker streams its share of the
+weights. Split by output rows, each worker built a sliver of col and streamed all the weights, and the
+hand-offs cost more than the layer: a batch-1 ResNet-18 at two threads took 4.3 ms against 2.9 at one
+(2026-11-25, AMD EPYC)."""
+
+
 def row_blocks(xp: Any, out_first: int, row_bytes: int, budget: int | None = None) -> list[Rows]:
     """Blocks ``(start, stop)`` of output rows (first spatial axis) whose col matrix fits in
     ``budget`` (default ``COL_BLOCK_BYTES``; one row at least); one block for array modules other than NumPy."""
@@ -167,8 +176,14 @@ class Im2col:
         row_columns = math.prod(self.rest_shape)
         row_bytes = self.rows * row_columns * xp.dtype(dtype).itemsize
         self.second = self.out_lengths[1] if rank > 1 else 1
-        self.parts = [[(0, self.out_lengths[0], 0, self.second)]] if self.pointwise else \
-            worker_blocks(xp, self.out_lengths, row_bytes)
+        # a small col matrix is one block for all workers (its GEMM is split by rows in runtime.matmul, if at all)
+        few = self.rows * self.out_lengths[0] * row_columns <= SHARED_COL_ELEMENTS
+        if self.pointwise:
+            self.parts = [[(0, self.out_lengths[0], 0, self.second)]]
+        elif few:  # one worker's blocks (whole rows, COL_BLOCK_BYTES at most)
+            self.parts = [[(a, b, 0, self.second) for a, b in row_blocks(xp, self.out_lengths[0], row_bytes)]]
+        else:
+            self.parts = worker_blocks(xp, self.out_lengths, row_bytes)
         self.blocks = [b for part in self.parts for b in part]
         block_columns = max((b - a) * (d - c) for a, b, c, d in self.blocks) * (row_columns // self.second)
         self.specs: list[tuple[tuple[int, ...], str]] = []

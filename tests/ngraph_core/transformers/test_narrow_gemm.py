@@ -64,12 +64,12 @@ def test_runtime_matmul_uses_it_split_by_rows(monkeypatch, workers):
 
     monkeypatch.setattr(narrow_gemm, "run", spy)
     rng = np.random.default_rng(1)
-    a = rng.standard_normal((600, 2048)).astype(np.float32)
+    a = rng.standard_normal((1200, 2048)).astype(np.float32)  # 9.8M multiply-adds: split (MIN_PARALLEL_FLOPS)
     b = rng.standard_normal((2048, 4)).astype(np.float32)
-    out = np.empty((600, 4), np.float32)
+    out = np.empty((1200, 4), np.float32)
     runtime.matmul(a, b, out, workers)
     np.testing.assert_allclose(out, a @ b, rtol=1e-4, atol=1e-3)
-    assert calls == ([(600, True)] if workers == 1 else [(300, True), (300, True)])
+    assert calls == ([(1200, True)] if workers == 1 else [(600, True), (600, True)])
 
 
 def test_a_batch1_convolution_of_a_small_map(monkeypatch):
@@ -100,3 +100,29 @@ def test_a_batch1_convolution_of_a_small_map(monkeypatch):
             got = t.computation(ng.convolution(x, w, padding=1), x)(xv)
             np.testing.assert_allclose(got[..., 0], want, rtol=1e-4, atol=1e-4)
     assert calls == [((32, 576), (576, 4), True), ((32, 576), (576, 4), False)]
+
+
+def test_a_small_col_is_one_block_for_all_workers(monkeypatch):
+    """With two workers, a batch-1 8x8 layer (a 9,216-element col, under ``SHARED_COL_ELEMENTS``) builds one col
+    block for both; at batch 8 (73,728 elements) each worker builds its own output rows'. Both give the
+    reference."""
+    from ngraph_core.ir.conv import ConvArg
+    from ngraph_core.transformers.kernels import conv
+
+    monkeypatch.setenv("NG_THREADS", "2")
+    monkeypatch.setenv("NG_CONV", "im2col")
+    arg = ConvArg((1, 1), ((1, 1), (1, 1)), (1, 1))
+    C, H, W, R, S, K = (ng.make_axis(n, name) for n, name in ((16, "C"), (8, "H"), (8, "W"), (3, "R"), (3, "S"),
+                                                               (8, "K")))
+    rng = np.random.default_rng(4)
+    g = rng.standard_normal((16, 3, 3, 8)).astype(np.float32)
+    for n, parts in ((1, 1), (8, 2)):
+        N = ng.make_axis(n, "N")
+        assert len(conv.Im2col(np, ng.make_axes([C, H, W, N]), (3, 3), arg, "float32", "float32").parts) == parts
+        x = ng.placeholder([C, H, W, N])
+        xv = rng.standard_normal((16, 8, 8, n)).astype(np.float32)
+        with ng.transformers.make_transformer() as t:
+            got = t.computation(ng.convolution(x, ng.constant(g, [C, R, S, K]), padding=1), x)(xv)
+        padded = np.pad(xv, ((0, 0), (1, 1), (1, 1), (0, 0)))
+        windows = np.lib.stride_tricks.sliding_window_view(padded, (3, 3), axis=(1, 2))  # [C, H, W, N, R, S]
+        np.testing.assert_allclose(got, np.einsum("crsk,chwnrs->khwn", g, windows), rtol=1e-4, atol=1e-4)
