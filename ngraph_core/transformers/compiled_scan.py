@@ -61,7 +61,6 @@ from .numba_kernels import (
 )
 
 _VIEWS = frozenset({OpType.PLACEHOLDER, OpType.CAST_AXES, OpType.SLICE})
-_COMPUTED = frozenset({OpType.BROADCAST, OpType.CONSTANT, OpType.DOT, OpType.FUSED})  # and SUPPORTED element-wise ops
 
 HOT_CALLS = 3
 """Under ``NG_KERNELS=auto`` a scan runs the shared kernel for its first calls and is compiled on this one
@@ -410,8 +409,6 @@ def compiled_scan(op: Op, kc: KernelContext) -> Kernel | None:
     run = kc.subgraph(arg.body)
     graph = getattr(run, "compiled_graph", None)
     if graph is None or any(kc.dtype_of(x) != dtype for x in graph.order):
-        return None
-    if any(x.op not in _VIEWS and x.op not in _COMPUTED and x.op not in SUPPORTED for x in graph.order):
         return None
     int_type, single, double = found
     generated = generate_source(op, graph, dtype, single if dtype == "float32" else double, int_type)

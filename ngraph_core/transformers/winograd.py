@@ -59,7 +59,7 @@ import numpy as np
 from ..ir import Op
 from ..ir.conv import ConvArg, activation_roles, filter_roles
 from . import runtime
-from .kernels.context import Kernel, KernelContext
+from .kernels.context import Kernel, KernelContext, per_object
 from .kernels.contraction import is_constant
 from .kernels.windows import PaddedCopy, is_identity
 from .numba_kernels import HAVE_NUMBA, _load, cache_dir, reference_only
@@ -289,14 +289,11 @@ def conv_into(x: Op, w: Op, arg: ConvArg, dtype: str, kc: KernelContext) -> Call
         return winograd_conv_kernel
     # a constant filter (inference weights: never written, the same array object every call) is
     # transformed once into an array of its own: 16/9 of the weights, rewritten on every call otherwise
-    last: list[tuple | None] = [None]
+    transformed = per_object(lambda wv: filter_transform(wv.reshape(c, 3, 3, k).astype(dtype, copy=False),
+                                                         np.empty((16, k, c), dtype=dtype)))
 
     def held_winograd_conv_kernel(out, xv, wv):
-        seen = last[0]  # one tuple read: threads sharing the kernel never see half an update
-        if seen is None or seen[0] is not wv:
-            seen = last[0] = (wv, filter_transform(wv.reshape(c, 3, 3, k).astype(dtype, copy=False),
-                                                   np.empty((16, k, c), dtype=dtype)))
-        return forward(out, xv, None, views(), u=seen[1])
+        return forward(out, xv, None, views(), u=transformed(wv))
 
     return held_winograd_conv_kernel
 

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from ...ir import ArrayValue, Op, OpType
 from .context import Kernel, KernelContext
 
@@ -34,13 +32,13 @@ def _valid_ids(xp: Any, ids: Any, length: int) -> tuple[Any, Any]:
 
 
 def _constant_id(op: Op) -> int | None:
-    """The one id of a ``constant`` ids operand, or None (not a constant, or not one id)."""
+    """The one id of a ``constant`` ids operand (read from the graph at compile time, on the host), or
+    None: not a constant, not one id, or not an integer."""
     ids = op.src[1]
-    if ids.op is not OpType.CONSTANT or ids.axes.size != 1:
+    if ids.op is not OpType.CONSTANT or ids.axes.size != 1 or not ids.dtype.startswith(("int", "uint")):
         return None
-    value = ids.arg.array if isinstance(ids.arg, ArrayValue) else ids.arg
-    flat = np.asarray(value).reshape(-1)
-    return int(flat[0]) if flat.size == 1 and np.issubdtype(flat.dtype, np.integer) else None
+    value = ids.arg.array.reshape(-1)[0] if isinstance(ids.arg, ArrayValue) else ids.arg
+    return int(value)
 
 
 def gather(op: Op, kc: KernelContext) -> Kernel:
