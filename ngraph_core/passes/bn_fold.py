@@ -14,6 +14,12 @@ A bias added *before* the normalization (``h = conv(x, w) + b(b0)``) folds too: 
 shifts the mean (``mean -> mean - b0``). The same holds for a ``dot`` whose one operand
 carries the channel axis.
 
+The head may also be seen through renamings and reorders (``cast_axes``, and ``broadcast`` to its
+input's axes in another order): an imported ONNX model normalizes ``rename(reorder(conv(x, w)))``,
+the convolution's ``[K, H, W, N]`` as ONNX's ``[N, C, H, W]`` under fresh axis names. The channel axis
+is followed back through the views to the convolution's own, the scale renamed to it, and the views
+rebuilt over the folded convolution (``_through_views``).
+
 The folded filter and bias are computed in the graph from the variables, so the
 computation stays right when the weights or statistics change; constant folding does
 not evaluate variables, so ``w * b(s)`` runs each call. It is cheap: a ``[Ci, *k, K]``
@@ -35,6 +41,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from .. import api as ng
 from ..ir import Axes, Op, OpType, consumers, make, rebuild, toposort
 from ..ir.conv import activation_roles
 from ..pattern import Pat, PatternMatcher
@@ -103,25 +110,50 @@ def _scaled_operand(h: Op, channels: Axes) -> int | None:
     return owners[0] if len(owners) == 1 else None
 
 
+def _is_view(op: Op) -> bool:
+    """A renaming, or a reorder (a ``broadcast`` to its input's axes in another order)."""
+    return op.op is T.CAST_AXES or (op.op is T.BROADCAST and op.axes.same_set(op.src[0].axes))
+
+
+def _through_views(h: Op, channels: Axes) -> tuple[Op, list[Op], Axes] | None:
+    """``h`` as views (renamings, reorders) of a ``conv``/``dot``: that op, the views from it outwards, and
+    ``channels`` as its axes; None when ``h`` is no such chain."""
+    views = []
+    while _is_view(h):
+        if h.op is T.CAST_AXES:  # positionally renamed: the same position in the input
+            channels = Axes([h.src[0].axes[h.axes.index(a)] for a in channels])
+        views.append(h)
+        h = h.src[0]
+    return (h, views[::-1], channels) if h.op in (T.CONV, T.DOT) else None
+
+
 def _fold(ctx: FoldContext, h: Op, mean: Op, inv: Op, gamma: Op, beta: Op, *single: Op) -> Op | None:
-    """``conv(x, w * b(s)) + b(beta - mean * s)`` with ``s = inv * gamma`` (see the module docstring)."""
-    if not all(ctx.single_use(op) for op in (h, *single)):
-        return None
+    """``conv(x, w * b(s)) + b(beta - mean * s)`` with ``s = inv * gamma`` (see the module docstring); ``h`` may
+    be views of the ``conv``/``dot`` (``_through_views``)."""
     channels = mean.axes
+    found = _through_views(h, channels)
+    if found is None:
+        return None
+    head, views, own = found
+    if not all(ctx.single_use(op) for op in (head, *views, *single)):
+        return None
     if not all(ctx.is_frozen(v) and v.axes == channels for v in (mean, inv, gamma, beta)):
         return None
-    j = _scaled_operand(h, channels)
-    if j is None or not ctx.is_frozen(h.src[j]):  # scale weights, never an activation
+    j = _scaled_operand(head, own)
+    if j is None or not ctx.is_frozen(head.src[j]):  # scale weights, never an activation
         return None
-    src = [ctx.rewritten.get(s, s) for s in h.src]  # h's inputs as rewritten (earlier layers folded too)
+    src = [ctx.rewritten.get(s, s) for s in head.src]  # its inputs as rewritten (earlier layers folded too)
     scale = make(T.MUL, [inv, gamma])
-    src[j] = make(T.MUL, [src[j], make(T.BROADCAST, [scale], axes=src[j].axes)])
-    head = h.replace(src=tuple(src))
+    renamed = scale if own == channels else ng.cast_axes(scale, own)
+    src[j] = make(T.MUL, [src[j], make(T.BROADCAST, [renamed], axes=src[j].axes)])
+    folded = head.replace(src=tuple(src))
+    for view in views:
+        folded = view.replace(src=(folded,))
     shift = make(T.SUB, [beta, make(T.MUL, [mean, scale])])
-    return make(T.ADD, [head, make(T.BROADCAST, [shift], axes=h.axes)])
+    return make(T.ADD, [folded, make(T.BROADCAST, [shift], axes=h.axes)])
 
 
-_HEAD = Pat({T.CONV, T.DOT}, name="h")
+_HEAD = Pat({T.CONV, T.DOT, T.CAST_AXES, T.BROADCAST}, name="h")  # views checked by _through_views
 _BIASED = Pat(T.ADD, [_HEAD, _b(Pat.var("b0"))], name="hb")
 
 RULES = PatternMatcher([

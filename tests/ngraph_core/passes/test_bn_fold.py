@@ -108,3 +108,44 @@ def test_bias_before_the_norm_and_a_dot_head_fold():
     got, _ = run(y, x, values, xv, optimize=True)
     want, _ = run(y, x, values, xv, optimize=False)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_a_renamed_reordered_conv_folds():
+    """ONNX's form: the normalization reads ``cast_axes(reorder(conv))`` (``[N, C, H, W]`` under fresh names)
+    with parameters on the renamed channel axis. The scale is renamed back to the filter's ``K``, the views are
+    rebuilt over the folded convolution, and the values are the unfolded graph's."""
+    x = ng.placeholder([C, H, W, N])
+    R, S, K = ng.make_axis(3, "R"), ng.make_axis(3, "S"), ng.make_axis(8, "K")
+    w = ng.variable([C, R, S, K], RNG.standard_normal((3, 3, 3, 8)).astype(np.float32))
+    h = ng.convolution(x, w, padding=1)  # [K, H, W, N]
+    fresh = [ng.make_axis(n, f"d{i}") for i, n in enumerate((4, 8, 6, 6))]
+    viewed = ng.cast_axes(ng.axes_with_order(h, [N, K, H, W]), fresh)
+    mean, var, gamma, beta = (ng.variable([fresh[1]], v.astype(np.float32)) for v in
+                              (RNG.standard_normal(8), RNG.uniform(0.5, 2.0, 8), RNG.uniform(0.5, 1.5, 8),
+                               RNG.standard_normal(8)))
+    y = ng.relu(ng.batch_norm(viewed, gamma, beta, eps=1e-5, mean=mean, var=var))
+    (z,) = fold_batch_norm([y])
+    assert not any(op.op is OpType.SUB and len(op.axes) == 4 for op in toposort([z]))
+    (conv,) = [op for op in toposort([z]) if op.op is OpType.CONV]
+    scaled = conv.src[1]
+    assert scaled.op is OpType.MUL and scaled.src[0] is w
+    renamed = scaled.src[1].src[0]
+    assert renamed.op is OpType.CAST_AXES and list(renamed.axes) == [K]
+    biased = z.src[0]
+    assert biased.op is OpType.ADD and biased.src[0].op is OpType.CAST_AXES and biased.src[0].axes == viewed.axes
+    xv = RNG.standard_normal(x.axes.lengths).astype(np.float32)
+    got, _ = run(y, x, {}, xv, optimize=True)
+    want, _ = run(y, x, {}, xv, optimize=False)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    folded, _ = run(z, x, {}, xv, optimize=False)
+    np.testing.assert_allclose(folded, want, rtol=1e-4, atol=1e-4)
+
+
+def test_a_view_of_a_non_conv_does_not_fold():
+    """A renamed placeholder is no conv/dot: the normalization stays."""
+    x = ng.placeholder([C, H, W, N])
+    fresh = [ng.make_axis(n, f"e{i}") for i, n in enumerate((3, 6, 6, 4))]
+    viewed = ng.cast_axes(x, fresh)
+    params = [ng.variable([fresh[0]], np.ones(3, np.float32)) for _ in range(4)]
+    y = ng.batch_norm(viewed, params[0], params[1], eps=1e-5, mean=params[2], var=params[3])
+    assert fold_batch_norm([y]) == [y]

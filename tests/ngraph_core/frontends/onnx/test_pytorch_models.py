@@ -95,3 +95,21 @@ def test_lstm_weights_are_trainable_variables(exported):
     imported = import_model(path, dims={"N": 2})
     n_params = sum(int(np.prod(v.axes.lengths)) for v in imported.variables)
     assert n_params == sum(p.numel() for p in model.parameters())
+
+
+def test_resnet18_compiled_for_inference_folds_every_batch_norm(exported):
+    """Each BatchNormalization normalizes a renamed, reordered convolution (ONNX's NCHW under fresh names):
+    ``compile_for_inference`` folds all 20 into their filters, and the result still matches onnxruntime."""
+    import ngraph_core as ng
+    from ngraph_core.ir import OpType, toposort
+
+    path, _ = exported["resnet18"]
+    imported = import_model(path, dims={"N": 2})
+    compiled = ng.inference.compile_for_inference((imported.inputs, imported.outputs), batch_size=2)
+    ops = toposort(list(compiled.graph_outputs))
+    assert sum(op.op is OpType.CONV for op in ops) == 20
+    # no (h - mean) * inv * gamma over an activation is left (the scaled filters were frozen into constants)
+    assert [op for op in ops if op.op in (OpType.SUB, OpType.MUL, OpType.RSQRT) and len(op.axes) == 4] == []
+    x = zoo.sample_input("resnet18", 2, seed=3)
+    (theirs,) = ort.InferenceSession(Path(path).read_bytes(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    np.testing.assert_allclose(compiled.infer(x)[0], theirs, rtol=0, atol=TOLERANCE)
