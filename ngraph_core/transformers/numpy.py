@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy
 
 from ..ir import OpType
-from . import compiled_pool, compiled_scan, numba_kernels, runtime, winograd
+from . import compiled_pool, compiled_scan, conv_choice, numba_kernels, runtime
 from .base import Transformer, register_transformer
 
 
@@ -20,7 +20,7 @@ class NumpyTransformer(Transformer):
     kernel_overrides = {OpType.FUSED: numba_kernels.fused, OpType.POOL: compiled_pool.pool,
                         OpType.POOL_BPROP: compiled_pool.pool_bprop, OpType.SCAN: compiled_scan.scan}
     # 3x3 stride-1 convolutions: Winograd F(2x2, 3x3) where it measures faster (NG_CONV; needs numba)
-    conv_variant = staticmethod(winograd.variant)
+    conv_variant = staticmethod(conv_choice.variant)
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)

@@ -39,19 +39,13 @@ The three convolution kernels:
 * filter gradient: ``dU[pq] = Σ_tiles Ŷ[pq] V[pq]ᵀ`` with ``Ŷ = A dY Aᵀ`` (the adjoint of the
   output transform) and ``dg = Gᵀ dU G`` (the adjoint of the filter transform).
 
-Which algorithm runs is chosen per layer by measurement (``NG_CONV``, see ``choose``).
+Which algorithm runs is chosen per layer by measurement (``NG_CONV``, ``conv_choice.py``).
 """
 
 from __future__ import annotations
 
 import functools
-import json
-import os
-import platform
-import tempfile
-import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -62,7 +56,7 @@ from . import runtime
 from .kernels.context import Kernel, KernelContext, per_object
 from .kernels.contraction import is_constant
 from .kernels.windows import PaddedCopy, is_identity
-from .numba_kernels import HAVE_NUMBA, _load, cache_dir, reference_only
+from .numba_kernels import HAVE_NUMBA, _load
 
 BT = ((1, 0, -1, 0), (0, 1, 1, 0), (0, -1, 1, 0), (0, 1, 0, -1))
 """Bᵀ: the input transform of F(2, 3) along one axis (4 inputs -> 4)."""
@@ -72,13 +66,6 @@ AT = ((1, 1, 1, 0), (0, 1, -1, -1))
 """Aᵀ: the output transform (4 -> 2 outputs)."""
 
 FLOAT_DTYPES = ("float32", "float64")
-ALGORITHMS = ("im2col", "winograd")
-TIMED_CALLS = 3
-"""Calls of each algorithm timed, alternating, before a layer's choice (the median decides)."""
-NEAR_TIE = 0.10
-"""A measured choice won by less than this fraction is measured again by later processes (``choose``)."""
-MEASURE_PROCESSES = 3
-"""How many processes measure a near tie before the choice is final."""
 
 
 def _signed_sum(terms: Sequence[tuple[int, str]]) -> str:
@@ -369,186 +356,3 @@ def bprop_filter(op: Op, kc: KernelContext) -> Kernel:
         return filter_gradient(du, out.reshape(c, 3, 3, k))
 
     return winograd_bprop_filter_kernel
-
-
-# ---------------------------------------------------------------------------------------------
-# choosing per layer, by measurement
-
-
-def mode() -> str:
-    """``NG_CONV``: ``auto`` (default: time both algorithms on a layer's first call, keep the faster),
-    ``winograd`` (wherever eligible) or ``im2col`` (never Winograd). ``NG_KERNELS=numpy`` means im2col."""
-    if reference_only():
-        return "im2col"
-    value = os.environ.get("NG_CONV", "auto").strip().lower() or "auto"
-    if value not in ("auto", *ALGORITHMS):
-        raise ValueError(f"NG_CONV={value!r}: expected one of auto, winograd, im2col; hint: unset it for auto")
-    return value
-
-
-MEASURED: dict[str, dict[str, Any]] = {}
-"""Choices made in this process (and loaded from disk): key -> ``{"chosen", "ms": {algorithm: median}}``."""
-_loaded = False
-
-
-def choices_path() -> Path:
-    """The on-disk record of measured choices (next to the compiled kernels)."""
-    return cache_dir().parent / "conv_choices.json"
-
-
-def _cpu() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def _load_choices() -> None:
-    """Read the disk record once; an unreadable or malformed record is ignored (it is re-measured)."""
-    global _loaded
-    if _loaded:
-        return
-    _loaded = True
-    try:
-        record = json.loads(choices_path().read_text())
-    except (OSError, ValueError):
-        return
-    if isinstance(record, dict):
-        for key, entry in record.items():
-            if isinstance(entry, dict) and entry.get("chosen") in ALGORITHMS:
-                MEASURED.setdefault(key, entry)
-
-
-def _save_choices() -> None:
-    """Write the record atomically (a temporary file renamed over it)."""
-    path = choices_path()
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-        with os.fdopen(fd, "w") as f:
-            json.dump(MEASURED, f, indent=1, sort_keys=True)
-        os.replace(tmp, path)
-    except OSError:
-        pass  # a read-only home: the choice is kept for this process only
-
-
-def layer_key(kind: str, shapes: Sequence[Sequence[int]], arg: ConvArg, dtype: str) -> str:
-    """The key of a measured choice: the kernel, its operands' shapes, padding, dtype, CPU and threads."""
-    threads = ",".join(os.environ.get(v, "") for v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "NG_THREADS"))
-    geometry = ";".join("x".join(str(d) for d in s) for s in shapes)
-    return f"{kind}|{geometry}|pad={arg.padding}|{dtype}|{_cpu()}|cores={os.cpu_count()}|threads={threads}"
-
-
-def _number(value: Any, default: float) -> float:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else default
-
-
-def _count(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 1
-
-
-def settled(entry: dict[str, Any]) -> bool:
-    """True when a recorded choice is final: measured by ``MEASURE_PROCESSES`` processes, or won by more
-    than ``NEAR_TIE`` (records without ``runs`` count as one process)."""
-    if _count(entry.get("runs")) >= MEASURE_PROCESSES:
-        return True
-    ms = entry.get("ms")
-    if not isinstance(ms, dict):
-        return True
-    times = sorted(_number(v, 0.0) for v in ms.values())
-    return len(times) < 2 or times[0] <= 0 or times[1] > times[0] * (1 + NEAR_TIE)
-
-
-def choose(key: str, candidates: dict[str, Kernel]) -> Kernel:
-    """A kernel that runs the measured-faster candidate for ``key``.
-
-    The first call (when neither this process nor the disk record knows ``key``) times every
-    candidate ``TIMED_CALLS`` times, alternating, on the call's own operands (each writes the whole
-    output, so the result is correct whichever ran last), records the medians under ``key`` and
-    keeps the faster from then on.
-
-    A near tie (the slower within ``NEAR_TIE`` of the faster) is measured again by later processes,
-    up to ``MEASURE_PROCESSES`` in all, each algorithm keeping its best median so far: a busy
-    machine only adds time, so one noisy process no longer fixes the choice for good.
-    """
-    _load_choices()
-    known = MEASURED.get(key)
-    if known is not None and known["chosen"] in candidates and settled(known):
-        return candidates[known["chosen"]]
-    chosen: list[Kernel] = []
-
-    def measuring_kernel(out, *args):
-        if chosen:
-            return chosen[0](out, *args)
-        times: dict[str, list[float]] = {name: [] for name in candidates}
-        for _ in range(TIMED_CALLS):
-            for name, fn in candidates.items():
-                start = time.perf_counter()
-                fn(out, *args)
-                times[name].append(time.perf_counter() - start)
-        ms = {name: 1e3 * sorted(t)[len(t) // 2] for name, t in times.items()}
-        runs = 1
-        if known is not None and isinstance(known.get("ms"), dict):  # a near tie measured again
-            ms = {name: min(v, _number(known["ms"].get(name), v)) for name, v in ms.items()}
-            runs = _count(known.get("runs")) + 1
-        best = min(ms, key=ms.__getitem__)
-        MEASURED[key] = {"chosen": best, "ms": {name: round(v, 4) for name, v in ms.items()}, "runs": runs}
-        _save_choices()
-        chosen.append(candidates[best])
-        return candidates[best](out, *args)
-
-    return measuring_kernel
-
-
-MIN_COLUMNS = 8
-"""Under ``NG_CONV=auto`` a forward convolution whose Winograd GEMMs would have fewer columns (2x2 tiles
-times the batch) runs im2col without measuring. Such a layer is bound by reading its weights, and
-Winograd reads 16/9 of them (the transformed ``U``) where im2col reads them once. The measured choice
-had picked Winograd for a batch-1 ResNet-18's 256-channel 2x2 layers (one tile: 0.33 against 0.46 ms,
-each timed alone, its weights in cache); inside the network they took 0.45 ms each against im2col's
-0.15 (2026-11-25, AMD EPYC, one thread)."""
-
-
-def _columns(x: Op, arg: ConvArg) -> int:
-    """The columns of a forward convolution's Winograd GEMMs: its 2x2 output tiles times the batch."""
-    roles = activation_roles(x.axes, "conv")
-    tiles = 1
-    for length, (before, after) in zip(roles.spatial.lengths, arg.padding):
-        tiles *= (length + before + after - 2 + 1) // 2
-    return tiles * roles.batch.length
-
-
-def variant(kind: str, kernel: Kernel, kc: KernelContext, *args: Any) -> Kernel:
-    """The kernel a convolution runs: ``kernel`` (im2col), the Winograd kernel, or a measured choice.
-
-    ``kind``: ``"conv"`` (``args``: x, w, arg, dtype), ``"bprop_data"`` or ``"bprop_filter"`` (``args``: the op).
-    """
-    wanted = mode()
-    if wanted == "im2col":
-        return kernel
-    if kind == "conv":
-        x, w, arg, dtype = args
-        if not eligible(filter_roles(w.axes, "conv").spatial.lengths, arg, dtype, kc.xp):
-            return kernel
-        if wanted == "auto" and _columns(x, arg) < MIN_COLUMNS:
-            return kernel  # weight-bound: Winograd's 16/9 of the weights cannot win (MIN_COLUMNS)
-        fast = conv_into(x, w, arg, dtype, kc)
-        shapes = (x.axes.lengths, w.axes.lengths)
-    else:
-        (op,) = args
-        filters = op.src[1] if kind == "bprop_data" else op
-        dtype = kc.dtype_of(op)
-        fshape = filter_roles(filters.axes, f"conv_{kind}").spatial.lengths
-        too_wide = kind == "bprop_data" and any(p > 2 for pair in op.arg.padding for p in pair)
-        if too_wide or not eligible(fshape, op.arg, dtype, kc.xp):
-            return kernel  # (a data gradient's "full" padding 2 - p must not be negative)
-        fast = bprop_data(op, kc) if kind == "bprop_data" else bprop_filter(op, kc)
-        arg, shapes = op.arg, tuple(s.axes.lengths for s in op.src)
-    if wanted == "winograd":
-        return fast
-    return choose(layer_key(kind, shapes, arg, dtype), {"im2col": kernel, "winograd": fast})
-

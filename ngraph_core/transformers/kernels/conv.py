@@ -315,7 +315,7 @@ def _conv_rows(xp: Any, im2col: Im2col, wt: Any, groups: int, out: Any, windows:
     runtime.run([functools.partial(part, w) for w in range(len(im2col.parts))])  # one part: this thread
 
 
-def _filter_matrix(w2: Any, groups: int) -> Any:
+def filter_matrix(w2: Any, groups: int) -> Any:
     """``(Ci*F, K)`` weights as the left GEMM operand: ``(K, Ci*F)``, or ``(G, K/G, Ci*F)`` with groups."""
     return w2.T if groups == 1 else _grouped_weights(w2, groups).transpose(0, 2, 1)
 
@@ -376,20 +376,20 @@ def conv_into(x: Op, w: Op, arg: ConvArg, dtype: str, kc: KernelContext) -> Call
     rows, k, groups = im2col.rows // arg.groups, wr.out_channels.length, arg.groups
     views = kc.scratch().request(im2col.specs)
     constant, matmul = is_constant(w), _matmul(xp, im2col)
-    cut = _held_filter(xp, index or (), rows, k, groups, dtype, constant) if index is not None or constant else None
+    cut = held_filter(xp, index or (), rows, k, groups, dtype, constant) if index is not None or constant else None
 
     def conv_kernel(out, xv, wv):
         buffers = views()
-        wt = cut(wv) if cut is not None else _filter_matrix(wv.reshape(rows, k).astype(dtype, copy=False), groups)
+        wt = cut(wv) if cut is not None else filter_matrix(wv.reshape(rows, k).astype(dtype, copy=False), groups)
         _conv_rows(xp, im2col, wt, groups, out, im2col.windows(xv, buffers), buffers, matmul)
         return out
 
     return conv_kernel if index is not None else _variant(kc, "conv", conv_kernel, x, w, arg, dtype)
 
 
-def _held_filter(xp: Any, index: tuple, rows: int, k: int, groups: int, dtype: str,
+def held_filter(xp: Any, index: tuple, rows: int, k: int, groups: int, dtype: str,
                  constant: bool) -> Callable[[Any], Any]:
-    """``fn(wv)``: the filter matrix (``_filter_matrix``) of the live taps ``wv[index]``, C-contiguous (a
+    """``fn(wv)``: the filter matrix (``filter_matrix``) of the live taps ``wv[index]``, C-contiguous (a
     copy). A ``constant`` filter (inference weights: the same array object every call, never written) is
     cut once and kept while the object is the same; a variable changes in place, so it is cut every call
     (a fraction of the layer).
@@ -401,7 +401,7 @@ def _held_filter(xp: Any, index: tuple, rows: int, k: int, groups: int, dtype: s
     view (143 against 167 us for ``[256, 2304] @ [2304, 4]``)."""
     def matrix(wv):
         w2 = xp.ascontiguousarray(wv[index], dtype=dtype).reshape(rows, k)
-        return xp.ascontiguousarray(_filter_matrix(w2, groups))
+        return xp.ascontiguousarray(filter_matrix(w2, groups))
 
     return per_object(matrix) if constant else matrix
 
@@ -509,7 +509,7 @@ def _bprop_data_as_convolution(op: Op, kc: KernelContext, full: ConvArg) -> Kern
         xp.copyto(wf, wv.reshape(ci, *fshape, groups, k // groups)[reverse].transpose(to_flipped), casting="unsafe")
         dx = out if dx_copy is None else buffers[dx_copy]
         windows = im2col.windows(dyv, buffers[col_part])
-        _conv_rows(xp, im2col, _filter_matrix(wf.reshape(-1, c), groups), groups, dx, windows, buffers[col_part])
+        _conv_rows(xp, im2col, filter_matrix(wf.reshape(-1, c), groups), groups, dx, windows, buffers[col_part])
         if dx_copy is not None:
             xp.copyto(out.transpose(xr.perm), dx)
         return out

@@ -15,7 +15,7 @@ import pytest
 
 import ngraph_core as ng
 from ngraph_core.ir.conv import ConvArg
-from ngraph_core.transformers import winograd
+from ngraph_core.transformers import conv_choice
 from ngraph_core.transformers.kernels.conv import live_taps
 
 RNG = np.random.default_rng(11)
@@ -105,9 +105,9 @@ def test_weight_bound_layers_skip_the_winograd_measurement(monkeypatch, tmp_path
     im2col without timing both; a batch-8 one is measured and recorded."""
     monkeypatch.setenv("NG_CACHE_DIR", str(tmp_path))
     monkeypatch.delenv("NG_CONV", raising=False)
-    monkeypatch.setattr(winograd, "MEASURED", {})
-    monkeypatch.setattr(winograd, "_loaded", False)
-    assert winograd.MIN_COLUMNS == 8
+    monkeypatch.setattr(conv_choice, "MEASURED", {})
+    monkeypatch.setattr(conv_choice, "_loaded", False)
+    assert conv_choice.MIN_COLUMNS == 8
     keys = []
     for n in (1, 8):
         x = ng.placeholder(image_axes(3, 2, 2, n))

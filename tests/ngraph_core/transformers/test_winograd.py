@@ -19,7 +19,7 @@ from disk_cache import run_twice
 
 import ngraph_core as ng
 from ngraph_core.ir.conv import ConvArg
-from ngraph_core.transformers import winograd
+from ngraph_core.transformers import conv_choice, winograd
 
 pytest.importorskip("numba")
 torch = pytest.importorskip("torch")
@@ -29,8 +29,8 @@ torch = pytest.importorskip("torch")
 def private_cache(tmp_path_factory, monkeypatch):
     """Compiled transforms shared by the module's tests; choices recorded in a fresh place per test."""
     monkeypatch.setenv("NG_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "ng-cache"))
-    monkeypatch.setattr(winograd, "MEASURED", {})
-    monkeypatch.setattr(winograd, "_loaded", False)
+    monkeypatch.setattr(conv_choice, "MEASURED", {})
+    monkeypatch.setattr(conv_choice, "_loaded", False)
 
 
 def conv_graph(c: int, hw: tuple[int, int], k: int, n: int, padding: Any, batch_first: bool = False,
@@ -209,19 +209,19 @@ def test_auto_measures_once_and_records_the_choice(monkeypatch, tmp_path):
         out[...] = a
         return out
 
-    kernel = winograd.choose("key-1", {"im2col": slow, "winograd": fast})
+    kernel = conv_choice.choose("key-1", {"im2col": slow, "winograd": fast})
     out = np.zeros(3)
     kernel(out, np.ones(3))
-    assert calls == {"slow": winograd.TIMED_CALLS, "fast": winograd.TIMED_CALLS + 1}
+    assert calls == {"slow": conv_choice.TIMED_CALLS, "fast": conv_choice.TIMED_CALLS + 1}
     np.testing.assert_array_equal(out, 1.0)
     kernel(out, np.full(3, 2.0))
-    assert calls["fast"] == winograd.TIMED_CALLS + 2 and calls["slow"] == winograd.TIMED_CALLS
-    record = json.loads(winograd.choices_path().read_text())
+    assert calls["fast"] == conv_choice.TIMED_CALLS + 2 and calls["slow"] == conv_choice.TIMED_CALLS
+    record = json.loads(conv_choice.choices_path().read_text())
     assert record["key-1"]["chosen"] == "winograd" and set(record["key-1"]["ms"]) == {"im2col", "winograd"}
     # a new process (simulated: the in-process record forgotten) reads the choice from disk, measuring nothing
-    monkeypatch.setattr(winograd, "MEASURED", {})
-    monkeypatch.setattr(winograd, "_loaded", False)
-    assert winograd.choose("key-1", {"im2col": slow, "winograd": fast}) is fast
+    monkeypatch.setattr(conv_choice, "MEASURED", {})
+    monkeypatch.setattr(conv_choice, "_loaded", False)
+    assert conv_choice.choose("key-1", {"im2col": slow, "winograd": fast}) is fast
 
 
 def test_a_near_tie_is_measured_again_by_later_processes(monkeypatch, tmp_path):
@@ -236,35 +236,35 @@ def test_a_near_tie_is_measured_again_by_later_processes(monkeypatch, tmp_path):
 
     candidates = {"im2col": slow, "winograd": fast}
     tmp_path.joinpath("kernels").mkdir()
-    winograd.choices_path().write_text(json.dumps({
+    conv_choice.choices_path().write_text(json.dumps({
         "tie": {"chosen": "im2col", "ms": {"im2col": 1.0, "winograd": 1.05}},  # within NEAR_TIE, one process
         "clear": {"chosen": "im2col", "ms": {"im2col": 1.0, "winograd": 2.0}},
-        "done": {"chosen": "im2col", "ms": {"im2col": 1.0, "winograd": 1.05}, "runs": winograd.MEASURE_PROCESSES},
+        "done": {"chosen": "im2col", "ms": {"im2col": 1.0, "winograd": 1.05}, "runs": conv_choice.MEASURE_PROCESSES},
     }))
-    assert winograd.choose("clear", candidates) is slow and winograd.choose("done", candidates) is slow
-    remeasure = winograd.choose("tie", candidates)
+    assert conv_choice.choose("clear", candidates) is slow and conv_choice.choose("done", candidates) is slow
+    remeasure = conv_choice.choose("tie", candidates)
     assert remeasure.__name__ == "measuring_kernel"
     remeasure(np.zeros(1), np.zeros(1))
-    entry = json.loads(winograd.choices_path().read_text())["tie"]
+    entry = json.loads(conv_choice.choices_path().read_text())["tie"]
     # each algorithm keeps its best median over the processes: im2col's new ~0.5 ms, winograd's ~0
     assert entry["runs"] == 2 and entry["chosen"] == "winograd"
     assert entry["ms"]["im2col"] < 1.0 and entry["ms"]["winograd"] < entry["ms"]["im2col"]
-    monkeypatch.setattr(winograd, "MEASURED", {})
-    monkeypatch.setattr(winograd, "_loaded", False)
-    assert winograd.choose("tie", candidates) is fast  # no longer a tie: settled
+    monkeypatch.setattr(conv_choice, "MEASURED", {})
+    monkeypatch.setattr(conv_choice, "_loaded", False)
+    assert conv_choice.choose("tie", candidates) is fast  # no longer a tie: settled
 
 
 def test_a_corrupt_choice_record_is_measured_again(monkeypatch, tmp_path):
     monkeypatch.setenv("NG_CACHE_DIR", str(tmp_path))
-    winograd.choices_path().write_text('{"key-2": {"chosen": "nonsense"}, "trunc')
-    chosen = winograd.choose("key-2", {"im2col": lambda out, a: out, "winograd": lambda out, a: out})
+    conv_choice.choices_path().write_text('{"key-2": {"chosen": "nonsense"}, "trunc')
+    chosen = conv_choice.choose("key-2", {"im2col": lambda out, a: out, "winograd": lambda out, a: out})
     assert chosen.__name__ == "measuring_kernel"
     chosen(np.zeros(1), np.zeros(1))
-    assert json.loads(winograd.choices_path().read_text())["key-2"]["chosen"] in winograd.ALGORITHMS
+    assert json.loads(conv_choice.choices_path().read_text())["key-2"]["chosen"] in conv_choice.ALGORITHMS
 
 
 def test_the_layer_key_names_the_geometry_and_the_machine():
-    key = winograd.layer_key("conv", [(16, 32, 32, 64), (16, 3, 3, 16)], ConvArg((1, 1), ((1, 1),) * 2, (1, 1)),
+    key = conv_choice.layer_key("conv", [(16, 32, 32, 64), (16, 3, 3, 16)], ConvArg((1, 1), ((1, 1),) * 2, (1, 1)),
                              "float32")
     assert key.startswith("conv|16x32x32x64;16x3x3x16|pad=((1, 1), (1, 1))|float32|") and "cores=" in key
 
@@ -272,15 +272,15 @@ def test_the_layer_key_names_the_geometry_and_the_machine():
 def test_modes_and_a_bad_value(monkeypatch):
     monkeypatch.delenv("NG_CONV", raising=False)
     monkeypatch.delenv("NG_KERNELS", raising=False)
-    assert winograd.mode() == "auto"
+    assert conv_choice.mode() == "auto"
     monkeypatch.setenv("NG_KERNELS", "numpy")
     monkeypatch.setenv("NG_CONV", "winograd")
-    assert winograd.mode() == "im2col"  # the NumPy-only kernel set
+    assert conv_choice.mode() == "im2col"  # the NumPy-only kernel set
     monkeypatch.setenv("NG_KERNELS", "numba")
-    assert winograd.mode() == "winograd"
+    assert conv_choice.mode() == "winograd"
     monkeypatch.setenv("NG_CONV", "fft")
-    with pytest.raises(ValueError, match="NG_CONV='fft'.*auto, winograd, im2col"):
-        winograd.mode()
+    with pytest.raises(ValueError, match="NG_CONV=.fft.*auto, im2col, winograd, image"):
+        conv_choice.mode()
 
 
 SCRIPT = textwrap.dedent("""

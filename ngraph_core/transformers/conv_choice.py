@@ -1,0 +1,241 @@
+"""Which convolution kernel a layer runs, chosen per layer by measurement and recorded on disk.
+
+A forward convolution, or its filter gradient, has up to three kernels on the NumPy transformer:
+
+* ``im2col``: batch innermost, ``(C, *spatial, N)`` (``kernels/conv.py``), the reference and fallback;
+* ``winograd``: F(2x2, 3x3) for 3x3 stride-1 layers (``winograd.py``), in the same layout;
+* ``image``: batch outermost, one image at a time (``kernels/conv_image.py``), for batches of 2 or more.
+
+The data gradient chooses between the first two. ``variant`` (the NumPy transformer's ``conv_variant``)
+makes the candidates a layer has; on the layer's first call ``choose`` times them on the call's own
+operands and keeps the fastest, recording the medians under the layer's key (its shapes, padding,
+dtype, CPU and thread settings) in ``conv_choices.json`` beside the compiled kernels, so later
+processes skip the measurement. ``report()`` formats the record::
+
+    python -c "from ngraph_core.transformers import conv_choice; print(conv_choice.report())"
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..ir import Op
+from ..ir.conv import ConvArg, activation_roles, filter_roles
+from . import winograd
+from .kernels import conv_image
+from .kernels.context import Kernel, KernelContext
+from .numba_kernels import cache_dir, reference_only
+
+ALGORITHMS = ("im2col", "winograd", "image")
+TIMED_CALLS = 3
+"""Calls of each algorithm timed, alternating, before a layer's choice (the median decides)."""
+NEAR_TIE = 0.10
+"""A measured choice won by less than this fraction is measured again by later processes (``choose``)."""
+MEASURE_PROCESSES = 3
+"""How many processes measure a near tie before the choice is final."""
+
+
+
+def mode() -> str:
+    """``NG_CONV``: ``auto`` (default: time a layer's candidates on its first call, keep the fastest),
+    ``winograd`` or ``image`` (that kernel wherever it applies, else im2col) or ``im2col`` (always).
+    ``NG_KERNELS=numpy`` means im2col."""
+    if reference_only():
+        return "im2col"
+    value = os.environ.get("NG_CONV", "auto").strip().lower() or "auto"
+    if value not in ("auto", *ALGORITHMS):
+        raise ValueError(f"NG_CONV={value!r}: expected one of auto, {', '.join(ALGORITHMS)}; hint: unset it for auto")
+    return value
+
+
+MEASURED: dict[str, dict[str, Any]] = {}
+"""Choices made in this process (and loaded from disk): key -> ``{"chosen", "ms": {algorithm: median}}``."""
+_loaded = False
+
+
+def choices_path() -> Path:
+    """The on-disk record of measured choices (next to the compiled kernels)."""
+    return cache_dir().parent / "conv_choices.json"
+
+
+def _cpu() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _load_choices() -> None:
+    """Read the disk record once; an unreadable or malformed record is ignored (it is re-measured)."""
+    global _loaded
+    if _loaded:
+        return
+    _loaded = True
+    try:
+        record = json.loads(choices_path().read_text())
+    except (OSError, ValueError):
+        return
+    if isinstance(record, dict):
+        for key, entry in record.items():
+            if isinstance(entry, dict) and entry.get("chosen") in ALGORITHMS:
+                MEASURED.setdefault(key, entry)
+
+
+def _save_choices() -> None:
+    """Write the record atomically (a temporary file renamed over it)."""
+    path = choices_path()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+        with os.fdopen(fd, "w") as f:
+            json.dump(MEASURED, f, indent=1, sort_keys=True)
+        os.replace(tmp, path)
+    except OSError:
+        pass  # a read-only home: the choice is kept for this process only
+
+
+def layer_key(kind: str, shapes: Sequence[Sequence[int]], arg: ConvArg, dtype: str) -> str:
+    """The key of a measured choice: the kernel, its operands' shapes, padding, dtype, CPU and threads."""
+    threads = ",".join(os.environ.get(v, "") for v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "NG_THREADS"))
+    geometry = ";".join("x".join(str(d) for d in s) for s in shapes)
+    return f"{kind}|{geometry}|pad={arg.padding}|{dtype}|{_cpu()}|cores={os.cpu_count()}|threads={threads}"
+
+
+def _number(value: Any, default: float) -> float:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else default
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 1
+
+
+def settled(entry: dict[str, Any]) -> bool:
+    """True when a recorded choice is final: measured by ``MEASURE_PROCESSES`` processes, or won by more
+    than ``NEAR_TIE`` (records without ``runs`` count as one process)."""
+    if _count(entry.get("runs")) >= MEASURE_PROCESSES:
+        return True
+    ms = entry.get("ms")
+    if not isinstance(ms, dict):
+        return True
+    times = sorted(_number(v, 0.0) for v in ms.values())
+    return len(times) < 2 or times[0] <= 0 or times[1] > times[0] * (1 + NEAR_TIE)
+
+
+def choose(key: str, candidates: dict[str, Kernel]) -> Kernel:
+    """A kernel that runs the measured-faster candidate for ``key``.
+
+    The first call (when neither this process nor the disk record knows ``key``) times every
+    candidate ``TIMED_CALLS`` times, alternating, on the call's own operands (each writes the whole
+    output, so the result is correct whichever ran last), records the medians under ``key`` and
+    keeps the faster from then on.
+
+    A near tie (the slower within ``NEAR_TIE`` of the faster) is measured again by later processes,
+    up to ``MEASURE_PROCESSES`` in all, each algorithm keeping its best median so far: a busy
+    machine only adds time, so one noisy process no longer fixes the choice for good.
+    """
+    _load_choices()
+    known = MEASURED.get(key)
+    if known is not None and known["chosen"] in candidates and settled(known) and \
+            set(candidates) <= set(known.get("ms") or candidates):
+        return candidates[known["chosen"]]
+    chosen: list[Kernel] = []
+
+    def measuring_kernel(out, *args):
+        if chosen:
+            return chosen[0](out, *args)
+        times: dict[str, list[float]] = {name: [] for name in candidates}
+        for _ in range(TIMED_CALLS):
+            for name, fn in candidates.items():
+                start = time.perf_counter()
+                fn(out, *args)
+                times[name].append(time.perf_counter() - start)
+        ms = {name: 1e3 * sorted(t)[len(t) // 2] for name, t in times.items()}
+        runs = 1
+        if known is not None and isinstance(known.get("ms"), dict):  # a near tie measured again
+            ms = {name: min(v, _number(known["ms"].get(name), v)) for name, v in ms.items()}
+            runs = _count(known.get("runs")) + 1
+        best = min(ms, key=ms.__getitem__)
+        MEASURED[key] = {"chosen": best, "ms": {name: round(v, 4) for name, v in ms.items()}, "runs": runs}
+        _save_choices()
+        chosen.append(candidates[best])
+        return candidates[best](out, *args)
+
+    return measuring_kernel
+
+
+MIN_COLUMNS = 8
+"""Under ``NG_CONV=auto`` a forward convolution whose Winograd GEMMs would have fewer columns (2x2 tiles
+times the batch) runs im2col without measuring. Such a layer is bound by reading its weights, and
+Winograd reads 16/9 of them (the transformed ``U``) where im2col reads them once. The measured choice
+had picked Winograd for a batch-1 ResNet-18's 256-channel 2x2 layers (one tile: 0.33 against 0.46 ms,
+each timed alone, its weights in cache); inside the network they took 0.45 ms each against im2col's
+0.15 (2026-11-25, AMD EPYC, one thread)."""
+
+
+def _columns(x: Op, arg: ConvArg) -> int:
+    """The columns of a forward convolution's Winograd GEMMs: its 2x2 output tiles times the batch."""
+    roles = activation_roles(x.axes, "conv")
+    tiles = 1
+    for length, (before, after) in zip(roles.spatial.lengths, arg.padding):
+        tiles *= (length + before + after - 2 + 1) // 2
+    return tiles * roles.batch.length
+
+
+def variant(kind: str, kernel: Kernel, kc: KernelContext, *args: Any) -> Kernel:
+    """The kernel a convolution runs: ``kernel`` (im2col), or the Winograd or per-image kernel, or a measured
+    choice among those that apply.
+
+    ``kind``: ``"conv"`` (``args``: x, w, arg, dtype), ``"bprop_data"`` or ``"bprop_filter"`` (``args``: the op).
+    """
+    wanted = mode()
+    if wanted == "im2col":
+        return kernel
+    makers: dict[str, Callable[[], Kernel]] = {}  # the other kernels that apply, made only when needed
+    if kind == "conv":
+        x, w, arg, dtype = args
+        if winograd.eligible(filter_roles(w.axes, "conv").spatial.lengths, arg, dtype, kc.xp) and \
+                not (wanted == "auto" and _columns(x, arg) < MIN_COLUMNS):  # (weight-bound: MIN_COLUMNS)
+            makers["winograd"] = lambda: winograd.conv_into(x, w, arg, dtype, kc)
+        if conv_image.applies(x.axes, kc.xp):
+            makers["image"] = lambda: conv_image.conv_into(x, w, arg, dtype, kc)
+        shapes = (x.axes.lengths, w.axes.lengths)
+    else:
+        (op,) = args
+        filters = op.src[1] if kind == "bprop_data" else op
+        dtype = kc.dtype_of(op)
+        fshape = filter_roles(filters.axes, f"conv_{kind}").spatial.lengths
+        too_wide = kind == "bprop_data" and any(p > 2 for pair in op.arg.padding for p in pair)
+        if not too_wide and winograd.eligible(fshape, op.arg, dtype, kc.xp):  # ("full" padding 2 - p >= 0)
+            make = winograd.bprop_data if kind == "bprop_data" else winograd.bprop_filter
+            makers["winograd"] = lambda: make(op, kc)
+        if kind == "bprop_filter" and op.arg.groups == 1 and conv_image.applies(op.src[0].axes, kc.xp):
+            makers["image"] = lambda: conv_image.bprop_filter(op, kc)
+        arg, shapes = op.arg, tuple(s.axes.lengths for s in op.src)
+    if wanted != "auto":  # one kernel forced where it applies
+        return makers[wanted]() if wanted in makers else kernel
+    if not makers:
+        return kernel
+    return choose(layer_key(kind, shapes, arg, dtype), {"im2col": kernel, **{n: make() for n, make in makers.items()}})
+
+
+def report(record: dict[str, dict[str, Any]] | None = None) -> str:
+    """The recorded choices as a table: kernel kind, shapes, padding, the chosen algorithm and each median."""
+    _load_choices()
+    lines = ["kind           shapes                                  padding              chosen    ms"]
+    for key, entry in sorted((record if record is not None else MEASURED).items()):
+        kind, shapes, padding, *_ = key.split("|") + ["", "", ""]
+        ms = entry.get("ms") if isinstance(entry.get("ms"), dict) else {}
+        times = "  ".join(f"{name} {value}" for name, value in sorted(ms.items()))
+        lines.append(f"{kind:<14} {shapes:<39} {padding:<20} {entry.get('chosen', '?'):<9} {times}")
+    return "\n".join(lines)

@@ -1,0 +1,185 @@
+"""Convolution one image at a time: the batch-outermost layout (NCHW) a layer may compute in.
+
+The im2col kernels (``conv.py``) compute batch innermost, ``(C, *spatial, N)``: a col block holds
+every image's columns of some output rows, and one GEMM multiplies them all. Here the batch is
+outermost. Each image is copied (padded, in the computation's dtype, from any axes order) into a
+worker's own ``(C, *padded)`` buffer; its col matrix ``(C * prod(F), positions)`` is one copy from a
+window view of that buffer, whose innermost runs are output rows (not batches of N); one GEMM gives
+the image's ``(K, positions)``, stored in its column of the output ``[K, *out, N]``. The filter
+gradient sums ``col_n @ dY_nᵀ`` over the images, one sum per worker. The images are split over the
+runtime's workers, each with its own buffers.
+
+Which layout a layer computes in is chosen per layer by measurement, with Winograd where it applies
+(``transformers/conv_choice.py``, recorded in ``conv_choices.json``). The data gradient has no
+per-image form: it stays batch innermost (im2col or Winograd). Batch 1 is the same layout either way,
+so this is not offered there.
+
+Measured before it was written (2026-11-26, AMD EPYC, one thread, forward, 3x3 pad 1, ms; a NumPy
+prototype against the im2col kernel, each with input batch-last CHWN / batch-first NCHW):
+
+=====================  =====================  =====================
+layer                  per image (CHWN/NCHW)  im2col (CHWN/NCHW)
+=====================  =====================  =====================
+3 -> 16, 32x32, N=4    0.090 / 0.087          0.117 / 0.123
+3 -> 16, 32x32, N=64   2.24 / 2.10            1.34 / 2.33
+16 -> 16, 32x32, N=4   0.62 / 0.44            0.54 / 0.58
+16 -> 16, 32x32, N=64  12.3 / 10.3            6.7 / 11.3
+64 -> 64, 8x8, N=16    1.40 / 1.33            1.00 / 0.98
+=====================  =====================  =====================
+
+So the batch-innermost layout wins most layers, and per image wins small batches, or small channel
+counts whose input comes batch first (an imported model's first layer): the reason to measure per layer.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Any
+
+from ...ir import Axes, Op
+from ...ir.conv import ConvArg, activation_roles, filter_roles
+from .. import runtime
+from .context import Kernel, KernelContext, per_object
+from .contraction import is_constant, matmul_for, product_for
+from .conv import filter_matrix, held_filter
+from .windows import PaddedCopy
+
+
+def applies(x_axes: Axes, xp: Any) -> bool:
+    """True when a convolution of an activation with ``x_axes`` has a per-image form worth measuring: NumPy
+    arrays and a batch of 2 or more."""
+    return xp.__name__ == "numpy" and activation_roles(x_axes, "conv").batch.length > 1
+
+
+class ImageCols:
+    """The col matrix of one image at a time, in each worker's own buffers.
+
+    Args:
+        xp: the array module.
+        x_axes: the activation's axes (any order; roles read by position).
+        fshape: the filter's spatial lengths.
+        arg: strides, padding, dilation.
+        dtype: the computation dtype.
+    """
+
+    def __init__(self, xp: Any, x_axes: Axes, fshape: tuple[int, ...], arg: ConvArg, dtype: str) -> None:
+        roles = activation_roles(x_axes, "conv")
+        self.xp, self.perm = xp, roles.perm
+        c, lengths = roles.channel.length, roles.spatial.lengths
+        rank = len(lengths)
+        self.images = roles.batch.length
+        self.out_lengths = tuple(
+            (length + p[0] + p[1] - d * (k - 1) - 1) // s + 1
+            for length, k, s, p, d in zip(lengths, fshape, arg.strides, arg.padding, arg.dilation))
+        self.positions = math.prod(self.out_lengths)
+        self.rows = c * math.prod(fshape)
+        self.col_shape = (c, *fshape, *self.out_lengths)
+        self.pointwise = all(k == 1 for k in fshape) and all(s == 1 for s in arg.strides) and \
+            all(p == (0, 0) for p in arg.padding)
+        padded_shape = (c, *(length + p[0] + p[1] for length, p in zip(lengths, arg.padding)))
+        self.pad = PaddedCopy(padded_shape, range(1, rank + 1), arg.padding, 0.0)
+        self.parts = runtime.split(self.images, runtime.threads())
+        self.specs = [(padded_shape, dtype)] * len(self.parts)
+        if not self.pointwise:
+            self.specs += [((self.rows * self.positions,), dtype)] * len(self.parts)
+        window = tuple(d * (k - 1) + 1 for k, d in zip(fshape, arg.dilation))
+        # the window view is (C, *positions, *window): every stride-th position and dilation-th tap, then
+        # ordered (C, *F, *out)
+        index = (slice(None), *(slice(0, (m - 1) * s + 1, s) for m, s in zip(self.out_lengths, arg.strides)),
+                 *(slice(None, None, d) for d in arg.dilation))
+        order = (0, *range(rank + 1, 2 * rank + 1), *range(1, rank + 1))
+        slide = xp.lib.stride_tricks.sliding_window_view
+        self._view = per_object(lambda padded: slide(padded, window, axis=tuple(range(1, rank + 1)))[index]
+                                .transpose(order))
+
+    def image(self, xi: Any, n: int, buffers: list[Any], worker: int) -> Any:
+        """Image ``n`` of ``xi`` (the input as ``(C, *spatial, N)``) as its ``(rows, positions)`` col matrix."""
+        padded = self.pad(self.xp, buffers[worker], xi[..., n])
+        if self.pointwise:
+            return padded.reshape(self.rows, -1)
+        col = buffers[len(self.parts) + worker].reshape(self.col_shape)
+        self.xp.copyto(col, self._view(padded))
+        return col.reshape(self.rows, -1)
+
+
+def _gemm(xp: Any, workers: int) -> Any:
+    """The GEMM of a worker's image: the runtime's (split over its workers when big) with one worker, else one
+    BLAS call in the worker's thread."""
+    return matmul_for(xp) if workers == 1 else product_for(xp)
+
+
+def conv_into(x: Op, w: Op, arg: ConvArg, dtype: str, kc: KernelContext) -> Kernel:
+    """``fn(out, xv, wv)``: the forward convolution into ``out`` ``[K, *out, N]``, an image at a time."""
+    xp = kc.xp
+    wr = filter_roles(w.axes, "conv")
+    cols = ImageCols(xp, x.axes, wr.spatial.lengths, arg, dtype)
+    k, groups = wr.out_channels.length, arg.groups
+    rows = cols.rows // groups
+    workers = len(cols.parts)
+    results = [((k, cols.positions), dtype)] * workers
+    views = kc.scratch().request(cols.specs + results)
+    gemm = _gemm(xp, workers)
+    held = held_filter(xp, (), rows, k, groups, dtype, True) if is_constant(w) else None
+
+    def conv_image_kernel(out, xv, wv):
+        buffers = views()
+        wt = held(wv) if held is not None else filter_matrix(wv.reshape(rows, k).astype(dtype, copy=False), groups)
+        xi, o = xv.transpose(cols.perm), out.reshape(k, cols.positions, cols.images)
+
+        def part(worker: int) -> None:
+            first, stop = cols.parts[worker]
+            result = buffers[len(cols.specs) + worker]
+            for n in range(first, stop):
+                col = cols.image(xi, n, buffers, worker)
+                if groups == 1:
+                    gemm(wt, col, result)
+                else:
+                    xp.matmul(wt, col.reshape(groups, rows, -1), out=result.reshape(groups, k // groups, -1))
+                o[:, :, n] = result
+
+        runtime.run([functools.partial(part, w) for w in range(workers)])
+        return out
+
+    return conv_image_kernel
+
+
+def bprop_filter(op: Op, kc: KernelContext) -> Kernel:
+    """dW = sum over the images of ``col_n @ dY_nᵀ``, one sum per worker (no groups: ``conv_choice`` offers it
+    only for ``groups == 1``)."""
+    xp, dtype, arg = kc.xp, kc.dtype_of(op), op.arg
+    x, dy = op.src
+    wr = filter_roles(op.axes, "conv_bprop_filter")
+    cols = ImageCols(xp, x.axes, wr.spatial.lengths, arg, dtype)
+    k, rows, workers = wr.out_channels.length, cols.rows, len(cols.parts)
+    dy_perm = activation_roles(dy.axes, "conv_bprop_filter").perm
+    first = len(cols.specs)
+    # per worker: dY of an image (K, positions), its sum (worker 0 sums into the output), one image's product
+    extra = [((k, *cols.out_lengths), dtype)] * workers + [((rows, k), dtype)] * (2 * workers)
+    views = kc.scratch().request(cols.specs + extra)
+    matmul = _gemm(xp, workers)
+
+    def conv_bprop_filter_image_kernel(out, xv, dyv):
+        buffers = views()
+        xi, dyi = xv.transpose(cols.perm), dyv.transpose(dy_perm)
+        total = out.reshape(rows, k)
+
+        def part(worker: int) -> None:
+            start, stop = cols.parts[worker]
+            dyn = buffers[first + worker]
+            acc = total if worker == 0 else buffers[first + workers + worker]
+            product = buffers[first + 2 * workers + worker]
+            for n in range(start, stop):
+                col = cols.image(xi, n, buffers, worker)
+                xp.copyto(dyn, dyi[..., n], casting="unsafe")
+                dest = acc if n == start else product
+                matmul(col, dyn.reshape(k, -1).T, dest)
+                if n != start:
+                    acc += dest
+
+        runtime.run([functools.partial(part, w) for w in range(workers)])
+        for worker in range(1, workers):
+            total += buffers[first + workers + worker]
+        return out
+
+    return conv_bprop_filter_image_kernel
