@@ -106,7 +106,7 @@ class KernelContext:
             (None: the shared ``kernels/conv.Im2col``; the CuPy transformer gives a CUDA kernel's).
         conv_variant: ``(kind, kernel, kc, *args) -> kernel``: what a convolution kernel of ``kind``
             (``conv``, ``bprop_data``, ``bprop_filter``) runs in place of the im2col ``kernel``
-            (None: that kernel; the NumPy transformer gives ``winograd.variant``).
+            (None: that kernel; the NumPy transformer gives ``conv_choice.variant``).
 
     Calling convention: a kernel for an op that owns a buffer (not in
     ``OpGroup.NO_BUFFER``) is called as ``kernel(out, *inputs)`` and writes its value

@@ -19,10 +19,10 @@ layout activations have by default (``[C, H, W, N]``). Then
   6.5 ms against 8.2; 16 -> 16 at 32x32: 8.8 against 6.3; 64 -> 32 at 8x8: 2.1 against 1.5).
 
 A backend may run another algorithm for a convolution: each kernel here is handed to
-``kc.conv_variant`` (the NumPy transformer's ``transformers/winograd.variant``: Winograd F(2x2, 3x3)
-for 3x3 stride-1 layers, chosen per layer by measurement), and these im2col kernels remain the
-reference and the fallback. GEMMs go through ``contraction.matmul_for`` (on NumPy, split over the
-runtime's workers).
+``kc.conv_variant`` (the NumPy transformer's ``transformers/conv_choice.variant``: Winograd F(2x2, 3x3)
+for 3x3 stride-1 layers, and the batch-outermost layout of ``conv_image.py``, chosen per layer by
+measurement), and these im2col kernels remain the reference and the fallback. GEMMs go through
+``contraction.matmul_for`` (on NumPy, split over the runtime's workers).
 
 Why blocks: a whole-layer col matrix (37 MB for 16 channels at 32x32, batch 64) is written
 to memory and read back by the GEMM; a block of ``COL_BLOCK_BYTES`` is read back from

@@ -198,3 +198,28 @@ def test_a_record_from_before_the_image_layout_is_measured_again(monkeypatch):
     assert measuring not in three.values()
     measuring(np.zeros(1))
     assert set(json.loads(conv_choice.choices_path().read_text())[key]["ms"]) == {"im2col", "winograd", "image"}
+
+
+def test_one_process_measures_a_layer_once(monkeypatch):
+    """Two computations compiled before either ran, and a third compiled after, all run the kernel the first
+    call measured, even where the record is a near tie that later processes measure again: a model and its
+    reloaded copy then round alike."""
+    calls = {"a": 0, "b": 0}
+
+    def candidate(name):
+        def kernel(out, *args):
+            calls[name] += 1
+            return out
+        return kernel
+
+    candidates = {"im2col": candidate("a"), "winograd": candidate("b")}
+    first, second = conv_choice.choose("k", candidates), conv_choice.choose("k", candidates)
+    first(np.zeros(1))
+    measured = dict(calls)
+    assert measured == {"a": conv_choice.TIMED_CALLS + (conv_choice.MEASURED["k"]["chosen"] == "im2col"),
+                        "b": conv_choice.TIMED_CALLS + (conv_choice.MEASURED["k"]["chosen"] == "winograd")}
+    second(np.zeros(1))
+    third = conv_choice.choose("k", candidates)
+    assert third is candidates[conv_choice.MEASURED["k"]["chosen"]]
+    winner = "a" if conv_choice.MEASURED["k"]["chosen"] == "im2col" else "b"
+    assert calls[winner] == measured[winner] + 1 and sum(calls.values()) == sum(measured.values()) + 1
