@@ -143,6 +143,12 @@ def worker_blocks(xp: Any, out_lengths: tuple[int, ...], row_bytes: int) -> list
     return [units[a:b] for a, b in runtime.split(len(units), workers)]
 
 
+def output_lengths(lengths: tuple[int, ...], fshape: tuple[int, ...], arg: ConvArg) -> tuple[int, ...]:
+    """The output's spatial lengths for an input's ``lengths``, a filter's ``fshape`` and ``arg``."""
+    return tuple((length + p[0] + p[1] - d * (k - 1) - 1) // s + 1
+                 for length, k, s, p, d in zip(lengths, fshape, arg.strides, arg.padding, arg.dilation))
+
+
 class Im2col:
     """The im2col matrix ``(C, *F, *out, N)`` of one activation geometry, a block of output rows at a time.
 
@@ -164,9 +170,7 @@ class Im2col:
         self.xp, self.perm = xp, roles.perm
         c, n, lengths = roles.channel.length, roles.batch.length, roles.spatial.lengths
         rank = len(lengths)
-        self.out_lengths = tuple(
-            (length + p[0] + p[1] - d * (k - 1) - 1) // s + 1
-            for length, k, s, p, d in zip(lengths, fshape, arg.strides, arg.padding, arg.dilation))
+        self.out_lengths = output_lengths(lengths, fshape, arg)
         padded = any(p != (0, 0) for p in arg.padding)
         self.copy_in = padded or not is_identity(self.perm) or x_dtype != dtype
         self.pointwise = not padded and all(k == 1 for k in fshape) and all(s == 1 for s in arg.strides)

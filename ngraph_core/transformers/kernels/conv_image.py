@@ -42,7 +42,7 @@ from ...ir.conv import ConvArg, activation_roles, filter_roles
 from .. import runtime
 from .context import Kernel, KernelContext, per_object
 from .contraction import is_constant, matmul_for, product_for
-from .conv import filter_matrix, held_filter
+from .conv import filter_matrix, held_filter, output_lengths
 from .windows import PaddedCopy
 
 
@@ -53,15 +53,8 @@ def applies(x_axes: Axes, xp: Any) -> bool:
 
 
 class ImageCols:
-    """The col matrix of one image at a time, in each worker's own buffers.
-
-    Args:
-        xp: the array module.
-        x_axes: the activation's axes (any order; roles read by position).
-        fshape: the filter's spatial lengths.
-        arg: strides, padding, dilation.
-        dtype: the computation dtype.
-    """
+    """The col matrix of one image at a time, in each worker's own buffers (arguments as ``conv.Im2col``'s; the
+    image is always copied, padded, into the computation's dtype)."""
 
     def __init__(self, xp: Any, x_axes: Axes, fshape: tuple[int, ...], arg: ConvArg, dtype: str) -> None:
         roles = activation_roles(x_axes, "conv")
@@ -69,9 +62,7 @@ class ImageCols:
         c, lengths = roles.channel.length, roles.spatial.lengths
         rank = len(lengths)
         self.images = roles.batch.length
-        self.out_lengths = tuple(
-            (length + p[0] + p[1] - d * (k - 1) - 1) // s + 1
-            for length, k, s, p, d in zip(lengths, fshape, arg.strides, arg.padding, arg.dilation))
+        self.out_lengths = output_lengths(lengths, fshape, arg)
         self.positions = math.prod(self.out_lengths)
         self.rows = c * math.prod(fshape)
         self.col_shape = (c, *fshape, *self.out_lengths)
