@@ -81,8 +81,11 @@ class ImageCols:
                  *(slice(None, None, d) for d in arg.dilation))
         order = (0, *range(rank + 1, 2 * rank + 1), *range(1, rank + 1))
         slide = xp.lib.stride_tricks.sliding_window_view
-        self._view = per_object(lambda padded: slide(padded, window, axis=tuple(range(1, rank + 1)))[index]
-                                .transpose(order))
+
+        def view(padded: Any) -> Any:
+            return slide(padded, window, axis=tuple(range(1, rank + 1)))[index].transpose(order)
+
+        self._views = [per_object(view) for _ in self.parts]  # one per worker: each keeps its buffer's view
 
     def image(self, xi: Any, n: int, buffers: list[Any], worker: int) -> Any:
         """Image ``n`` of ``xi`` (the input as ``(C, *spatial, N)``) as its ``(rows, positions)`` col matrix."""
@@ -90,7 +93,7 @@ class ImageCols:
         if self.pointwise:
             return padded.reshape(self.rows, -1)
         col = buffers[len(self.parts) + worker].reshape(self.col_shape)
-        self.xp.copyto(col, self._view(padded))
+        self.xp.copyto(col, self._views[worker](padded))
         return col.reshape(self.rows, -1)
 
 
