@@ -119,8 +119,9 @@ def row_blocks(xp: Any, out_first: int, row_bytes: int, budget: int | None = Non
 def worker_blocks(xp: Any, out_lengths: tuple[int, ...], row_bytes: int) -> list[list[Block]]:
     """Each worker's col blocks. One worker (or not NumPy): whole rows, ``row_blocks``. Several
     (``runtime.threads()``): a row bigger than ``WORKER_BLOCK_BYTES`` is cut along its second spatial
-    axis into blocks of about that size; smaller rows make whole-row blocks of up to
-    ``COL_BLOCK_BYTES``; the blocks are dealt out in order, an equal count to each worker.
+    axis into blocks of about that size, dealt out in order, an equal count to each worker; smaller rows
+    are shared out first, an equal count of rows to each worker, each worker's rows cut into blocks of up
+    to ``COL_BLOCK_BYTES`` (dealing out blocks gave a 32-row stem 11 rows against 21).
 
     Measured (2026-11-25, AMD EPYC, 2 vCPUs, 64 -> 128 channels, 4x4 stride 2 on 14x14, batch 64:
     7 output rows of 1.8 MB of col; im2col + GEMM of a forward call, ms, median of 30, four runs):
@@ -137,9 +138,9 @@ def worker_blocks(xp: Any, out_lengths: tuple[int, ...], row_bytes: int) -> list
     if row_bytes > WORKER_BLOCK_BYTES and second > 1:
         cuts = runtime.split(second, min(second, -(-row_bytes // WORKER_BLOCK_BYTES)))
         units = [(r, r + 1, c0, c1) for r in range(first) for c0, c1 in cuts]
-    else:  # whole-row blocks of up to COL_BLOCK_BYTES, at least one per worker
-        budget = min(COL_BLOCK_BYTES, -(-first // workers) * row_bytes)
-        units = [(a, b, 0, second) for a, b in row_blocks(xp, first, row_bytes, budget)]
+    else:  # an equal share of whole rows to each worker, in blocks of up to COL_BLOCK_BYTES
+        return [[(a + start, a + stop, 0, second) for start, stop in row_blocks(xp, b - a, row_bytes)]
+                for a, b in runtime.split(first, workers)]
     return [units[a:b] for a, b in runtime.split(len(units), workers)]
 
 

@@ -153,3 +153,20 @@ def test_im2col_convolutions_split_over_two_workers(monkeypatch, strides, groups
     assert split.count(2) >= (3 if strides == 2 and groups == 1 else 2)
     for a, b in zip(one, two):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5 * np.abs(a).max())
+
+
+@pytest.mark.parametrize("rows, row_bytes, workers", [(32, 221184, 2), (7, 57344, 2), (33, 3 << 20, 2),
+                                                      (5, 4096, 3), (1, 1000, 2)])
+def test_worker_blocks_share_out_the_rows(monkeypatch, rows, row_bytes, workers):
+    """Rows under ``WORKER_BLOCK_BYTES`` go out an equal count to each worker (a 32-row stem of 221 KB rows:
+    16 and 16, each cut into blocks within ``COL_BLOCK_BYTES``; dealing out blocks had given 11 against
+    21); bigger rows are cut along the second axis. Either way every position is in one block."""
+    monkeypatch.setenv("NG_THREADS", str(workers))
+    parts = conv_kernels.worker_blocks(np, (rows, 8), row_bytes)
+    positions = [(r, c) for part in parts for a, b, c0, c1 in part for r in range(a, b) for c in range(c0, c1)]
+    assert sorted(positions) == [(r, c) for r in range(rows) for c in range(8)]
+    shares = [sum((b - a) * (c1 - c0) for a, b, c0, c1 in part) for part in parts]
+    assert max(shares) - min(shares) <= 8  # at most one row (or, cut, one block) apart
+    for part in parts:
+        for a, b, _, _ in part:
+            assert (b - a) == 1 or (b - a) * row_bytes <= conv_kernels.COL_BLOCK_BYTES
