@@ -206,6 +206,7 @@ class Transformer:
         self._computations: list[Computation] = []
         # a body -> its plan; (body, what it writes into) -> the plan that takes those buffers
         self._subgraphs: dict[Graph | tuple[Graph, tuple], Computation] = {}
+        self._building: list[bool] = []  # the blas_threads of the computations being built, innermost last
         self._closed = False
         self._generators: dict[str, Any] = {}
         self._pending_random_state: dict[str, Any] = {}
@@ -473,9 +474,25 @@ class Transformer:
 
     def _build(self, graph: CompiledGraph, placeholders: Sequence[Op], workspace: Workspace | None = None,
                on_device: bool = False, into: tuple[tuple[int, bool], ...] = ()) -> tuple[str, Callable[..., tuple]]:
+        # a body compiled while its computation is built runs its GEMMs as that computation does
+        # (a body compiled later, on its own, keeps the workers: its computation may have sections of ours)
+        blas_threads = self._building[-1] if self._building else not on_device and self.blas_threads(graph.order)
         kc = KernelContext(self.xp, self.dtype_of, self.generator_for, workspace, self._subgraph,
                            communicator=self.communicator, im2col=self.im2col,
-                           conv_variant=self.conv_variant)
+                           conv_variant=self.conv_variant, blas_threads=blas_threads)
+        self._building.append(blas_threads)
+        try:
+            return self._build_with(kc, graph, placeholders, on_device, into)
+        finally:
+            self._building.pop()
+
+    def blas_threads(self, order: Sequence[Op]) -> bool:
+        """Whether a computation of ``order`` runs its big GEMMs on BLAS's own threads (``KernelContext``); a
+        backend with its own parallel sections overrides it (the base: never)."""
+        return False
+
+    def _build_with(self, kc: KernelContext, graph: CompiledGraph, placeholders: Sequence[Op], on_device: bool,
+                    into: tuple[tuple[int, bool], ...]) -> tuple[str, Callable[..., tuple]]:
         buffer_of, env = self._buffers(graph)
         accepted = _accepted_into(graph, into) if on_device else []
         for k, j in enumerate(accepted):

@@ -107,6 +107,9 @@ class KernelContext:
         conv_variant: ``(kind, kernel, kc, *args) -> kernel``: what a convolution kernel of ``kind``
             (``conv``, ``bprop_data``, ``bprop_filter``) runs in place of the im2col ``kernel``
             (None: that kernel; the NumPy transformer gives ``conv_choice.variant``).
+        blas_threads: the computation's big GEMMs run on BLAS's own threads (``runtime.blas_matmul``), not
+            split over the runtime's workers: set by the NumPy transformer for a computation with no
+            section of its own on the workers (``NumpyTransformer.blas_threads``).
 
     Calling convention: a kernel for an op that owns a buffer (not in
     ``OpGroup.NO_BUFFER``) is called as ``kernel(out, *inputs)`` and writes its value
@@ -123,6 +126,7 @@ class KernelContext:
     pending: dict[Op, Any] = field(default_factory=dict, compare=False)
     im2col: Callable[..., Any] | None = None
     conv_variant: Callable[..., Any] | None = None
+    blas_threads: bool = False
 
     def subgraph(self, graph: Any, into: tuple[tuple[int, bool], ...] = ()) -> Callable[..., tuple]:
         """``graph`` (an ``ir.Graph``) compiled once on this transformer: a function from one array per

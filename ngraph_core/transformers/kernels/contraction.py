@@ -14,14 +14,17 @@ from ...ir import Axes, Op, OpType
 from .context import Kernel, KernelContext, per_object
 
 
-def matmul_for(xp: Any, size: int | None = None) -> Callable[[Any, Any, Any], Any]:
+def matmul_for(xp: Any, size: int | None = None, blas_threads: bool = False) -> Callable[[Any, Any, Any], Any]:
     """``fn(a, b, out)``: the matmul kernels call. On NumPy the runtime's (``transformers/runtime.py``:
-    split over its workers, BLAS at one thread); elsewhere, or for a GEMM of ``size`` multiply-adds
+    split over its workers, BLAS at one thread; with ``blas_threads``, a GEMM of a computation with no
+    section of our own, one call on BLAS's threads); elsewhere, or for a GEMM of ``size`` multiply-adds
     too small to split, ``xp.matmul`` straight (no per-call checks: a batch-1 LSTM step has three)."""
     if xp.__name__ == "numpy":
-        from ..runtime import MIN_PARALLEL_FLOPS, matmul, threads
+        from ..runtime import MIN_PARALLEL_FLOPS, blas_matmul, matmul, threads
 
         workers = threads()  # read once, when the kernel is made (no environment lookup per call)
+        if blas_threads and workers > 1 and size is not None and size >= MIN_PARALLEL_FLOPS:
+            return lambda a, b, out: blas_matmul(a, b, out, workers)
         if size is None or (workers > 1 and size >= MIN_PARALLEL_FLOPS):
             return lambda a, b, out: matmul(a, b, out, workers)
     return lambda a, b, out: xp.matmul(a, b, out=out)
@@ -56,8 +59,10 @@ def product_for(xp: Any) -> Callable[[Any, Any, Any], Any]:
     return lambda a, b, out: xp.matmul(a, b, out=out)
 
 
-def dot_into(xp: Any, a: Op, b: Op, out_axes: Axes, dtype: str) -> Callable[[Any, Any, Any], Any]:
-    """``fn(out, u, v)`` writing dot(u, v) (u with ``a``'s axes, v with ``b``'s) into ``out``.
+def dot_into(xp: Any, a: Op, b: Op, out_axes: Axes, dtype: str, blas_threads: bool = False
+             ) -> Callable[[Any, Any, Any], Any]:
+    """``fn(out, u, v)`` writing dot(u, v) (u with ``a``'s axes, v with ``b``'s) into ``out`` (``blas_threads``:
+    as ``matmul_for``'s).
 
     ``out_axes`` is a's free axes then b's (one GEMM), or a reordering (``ir/infer._dot``): with
     some of b's free axes first (``[REC, G, N]`` for ``dot(W [G, F], x [F, REC, N])``) it is one
@@ -71,7 +76,7 @@ def dot_into(xp: Any, a: Op, b: Op, out_axes: Axes, dtype: str) -> Callable[[Any
     a_perm = tuple(a.axes.index(x) for x in a_rest + shared)
     b_perm = tuple(b.axes.index(x) for x in shared + b_rest)
     m, k, n = a_rest.size, shared.size, b_rest.size
-    matmul = matmul_for(xp, m * k * n)
+    matmul = matmul_for(xp, m * k * n, blas_threads)
     held_a = _held(xp, a_perm, (m, k), dtype) if is_constant(a) else None
     held_b = _held(xp, b_perm, (k, n), dtype) if is_constant(b) else None
 
@@ -116,7 +121,7 @@ def dot_into(xp: Any, a: Op, b: Op, out_axes: Axes, dtype: str) -> Callable[[Any
 
 def dot(op: Op, kc: KernelContext) -> Kernel:
     a, b = op.src
-    return dot_into(kc.xp, a, b, op.axes, kc.dtype_of(op))
+    return dot_into(kc.xp, a, b, op.axes, kc.dtype_of(op), kc.blas_threads)
 
 
 KERNELS = {OpType.DOT: dot}

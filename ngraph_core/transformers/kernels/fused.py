@@ -81,7 +81,7 @@ def _head(op: Op, kc: KernelContext) -> Callable[[Any, Any, Any], Any] | None:
     """``fn(out, a, b)`` computing the program's head (``dot`` or ``conv``) into ``out``, or None."""
     program, dtype = op.arg, kc.dtype_of(op)
     if program.head == "dot":
-        return dot_into(kc.xp, op.src[0], op.src[1], op.axes, dtype)
+        return dot_into(kc.xp, op.src[0], op.src[1], op.axes, dtype, kc.blas_threads)
     if program.head == "conv":
         return conv_into(op.src[0], op.src[1], program.conv, dtype, kc)
     return None

@@ -170,3 +170,68 @@ def test_worker_blocks_share_out_the_rows(monkeypatch, rows, row_bytes, workers)
     for part in parts:
         for a, b, _, _ in part:
             assert (b - a) == 1 or (b - a) * row_bytes <= conv_kernels.COL_BLOCK_BYTES
+
+
+def _mlp_step(monkeypatch, workers: str, calls: list[int] | None = None) -> list[np.ndarray]:
+    """A two-layer MLP's loss and gradients (GEMMs of 9.8M multiply-adds, no section of our own)."""
+    monkeypatch.setenv("NG_THREADS", workers)
+    if calls is not None:
+        real = runtime.blas_matmul
+        monkeypatch.setattr(runtime, "blas_matmul", lambda *a: calls.append(1) or real(*a))
+    rng = np.random.default_rng(5)
+    F, H, N = ng.make_axis(300, "F"), ng.make_axis(256, "H"), ng.make_axis(128, "N")
+    x = ng.placeholder([F, N])
+    w1 = ng.variable([H, F], initial_value=rng.normal(0, 0.05, (256, 300)))
+    w2 = ng.variable([ng.make_axis(10, "O"), H], initial_value=rng.normal(0, 0.05, (10, 256)))
+    loss = ng.sum(ng.tanh(ng.dot(w2, ng.relu(ng.dot(w1, x)))))
+    value = rng.standard_normal((300, 128)).astype("float32")
+    with ng.transformers.make_transformer() as t:
+        computation = t.computation([loss, *ng.gradients(loss, [w1, w2])], x)
+        assert t.blas_threads(computation.graph.order) == (workers != "1")
+        return [np.asarray(r) for r in computation(value)]
+
+
+def test_a_gemm_only_computation_runs_its_gemms_on_blas_threads(monkeypatch):
+    """With two workers and no convolution, pooling or split fused program, the big GEMMs are single calls
+    on BLAS's threads (``blas_matmul``), the count set back to one after each; values as with one worker."""
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    monkeypatch.setattr(runtime, "_owned", False)
+    one = _mlp_step(monkeypatch, "1")
+    calls: list[int] = []
+    two = _mlp_step(monkeypatch, "2", calls)
+    assert len(calls) >= 2  # the forward w1 @ x and its gradients
+    infos = [i for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"]
+    assert infos and all(i["num_threads"] == 1 for i in infos)
+    for a, b in zip(one, two):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5 * np.abs(a).max())
+
+
+def test_sections_of_our_own_keep_the_gemms_on_the_workers(monkeypatch):
+    """A convolution, a pooling or a fused program big enough to split, in the graph or a scan body, keeps
+    every GEMM of the computation split over the workers."""
+    monkeypatch.setenv("NG_THREADS", "2")
+    C, H, W, N = ng.make_axis(4, "C"), ng.make_axis(8, "H"), ng.make_axis(8, "W"), ng.make_axis(4, "N")
+    x = ng.placeholder([C, H, W, N])
+    w = ng.variable([C, ng.make_axis(3, "R"), ng.make_axis(3, "S"), ng.make_axis(4, "K")], initial_value=0.1)
+    big = ng.placeholder([ng.make_axis(1024, "A"), ng.make_axis(512, "B")])
+    with ng.transformers.make_transformer() as t:
+        assert not t.blas_threads(t.computation(ng.convolution(x, w, padding=1), x).graph.order)
+        assert not t.blas_threads(t.computation(ng.pooling(x, (2, 2), strides=2), x).graph.order)
+        assert not t.blas_threads(t.computation(ng.tanh(big) * big + 1.0, big).graph.order)
+        assert t.blas_threads(t.computation(ng.tanh(x) * x + 1.0, x).graph.order)  # 1K elements: one thread
+    monkeypatch.setenv("NG_THREADS", "1")
+    with ng.transformers.make_transformer() as t:
+        assert not t.blas_threads(t.computation(ng.tanh(x), x).graph.order)
+
+
+def test_blas_matmul_falls_back_while_another_thread_holds_blas(monkeypatch):
+    rng = np.random.default_rng(1)
+    a, b = rng.standard_normal((64, 96)), rng.standard_normal((96, 80))
+    out = np.empty((64, 80))
+    split: list[int] = []
+    real = runtime.matmul
+    monkeypatch.setattr(runtime, "matmul", lambda *args: split.append(1) or real(*args))
+    with runtime._wide:  # another thread's call in progress
+        runtime.blas_matmul(a, b, out, 2)
+    np.testing.assert_allclose(out, a @ b, rtol=1e-12)
+    assert split == [1]
