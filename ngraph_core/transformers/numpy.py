@@ -9,10 +9,9 @@ import numpy
 from ..ir import Op, OpType, toposort
 from . import compiled_pool, compiled_scan, conv_choice, numba_kernels, runtime
 from .base import Transformer, register_transformer
-from .kernels import fused
 
 SECTIONS = frozenset({OpType.CONV, OpType.CONV_BPROP_DATA, OpType.CONV_BPROP_FILTER, OpType.POOL, OpType.POOL_BPROP})
-"""Ops whose kernels split their work over the runtime's workers (besides GEMMs and large fused programs)."""
+"""Ops whose kernels split long sections of work over the runtime's workers (``blas_threads``)."""
 
 
 class NumpyTransformer(Transformer):
@@ -33,18 +32,18 @@ class NumpyTransformer(Transformer):
         runtime.own_cores()  # NG_THREADS > 1 (default: every core): BLAS one thread, our workers the rest
 
     def blas_threads(self, order: Sequence[Op]) -> bool:
-        """True (with several workers) for a computation with no section of its own on the workers: no
-        convolution or pooling, no fused program big enough to split (``fused.PARALLEL_MIN_ELEMENTS``), in its
-        graph or its scan bodies. Its big GEMMs then run on BLAS's own threads (``runtime.blas_matmul``), which
-        split a lone GEMM better than our parts; where we have sections, OpenBLAS's workers would spin into
-        them (measured, two threads, every split GEMM on BLAS's threads: MLP step 0.92 of the time, LSTM 0.83,
-        small CNN 1.60)."""
+        """True (with several workers) for a computation with no convolution or pooling, in its graph or its
+        scan bodies. Its big GEMMs then run on BLAS's own threads (``runtime.blas_matmul``), which split a lone
+        GEMM better than our parts; after a call OpenBLAS's workers spin for ~0.1 s and would take a core from
+        the convolution sections that follow (measured, two threads, every split GEMM on BLAS's threads: MLP
+        step 0.92 of the time, LSTM 0.83, small CNN 1.60). Fused programs split over the workers (the MLP's and
+        the LSTM's weight updates) are short memory-bound passes, and the MLP and LSTM gained with them."""
         if runtime.threads() == 1:
             return False
         stack = list(order)
         while stack:
             op = stack.pop()
-            if op.op in SECTIONS or (op.op is OpType.FUSED and op.axes.size >= fused.PARALLEL_MIN_ELEMENTS):
+            if op.op in SECTIONS:
                 return False
             body = getattr(op.arg, "body", None)
             if body is not None:

@@ -192,7 +192,7 @@ def _mlp_step(monkeypatch, workers: str, calls: list[int] | None = None) -> list
 
 
 def test_a_gemm_only_computation_runs_its_gemms_on_blas_threads(monkeypatch):
-    """With two workers and no convolution, pooling or split fused program, the big GEMMs are single calls
+    """With two workers and no convolution or pooling, the big GEMMs are single calls
     on BLAS's threads (``blas_matmul``), the count set back to one after each; values as with one worker."""
     threadpoolctl = pytest.importorskip("threadpoolctl")
     monkeypatch.setattr(runtime, "_owned", False)
@@ -207,8 +207,8 @@ def test_a_gemm_only_computation_runs_its_gemms_on_blas_threads(monkeypatch):
 
 
 def test_sections_of_our_own_keep_the_gemms_on_the_workers(monkeypatch):
-    """A convolution, a pooling or a fused program big enough to split, in the graph or a scan body, keeps
-    every GEMM of the computation split over the workers."""
+    """A convolution or a pooling keeps every GEMM of the computation split over the workers; element-wise
+    programs, split or not, do not."""
     monkeypatch.setenv("NG_THREADS", "2")
     C, H, W, N = ng.make_axis(4, "C"), ng.make_axis(8, "H"), ng.make_axis(8, "W"), ng.make_axis(4, "N")
     x = ng.placeholder([C, H, W, N])
@@ -217,8 +217,8 @@ def test_sections_of_our_own_keep_the_gemms_on_the_workers(monkeypatch):
     with ng.transformers.make_transformer() as t:
         assert not t.blas_threads(t.computation(ng.convolution(x, w, padding=1), x).graph.order)
         assert not t.blas_threads(t.computation(ng.pooling(x, (2, 2), strides=2), x).graph.order)
-        assert not t.blas_threads(t.computation(ng.tanh(big) * big + 1.0, big).graph.order)
-        assert t.blas_threads(t.computation(ng.tanh(x) * x + 1.0, x).graph.order)  # 1K elements: one thread
+        assert t.blas_threads(t.computation(ng.tanh(big) * big + 1.0, big).graph.order)
+        assert t.blas_threads(t.computation(ng.tanh(x) * x + 1.0, x).graph.order)
     monkeypatch.setenv("NG_THREADS", "1")
     with ng.transformers.make_transformer() as t:
         assert not t.blas_threads(t.computation(ng.tanh(x), x).graph.order)
