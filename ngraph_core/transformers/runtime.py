@@ -40,6 +40,12 @@ packs its panels alone), so GEMM-bound models lose 10-25% at 2 threads here. But
 multi-threaded GEMM (an FC layer, a stride-2 im2col convolution) leaves OpenBLAS's workers
 spinning into the convolution sections that follow. The convolution models decided it.
 
+Hence one exception (2026-11-26): a computation with no convolution or pooling (an MLP, an RNN; the
+NumPy transformer's ``blas_threads``) runs its big GEMMs as single calls on BLAS's own threads
+(``blas_matmul``: the count raised to the workers' for the call, back to one after). Two threads,
+against splitting them (``run.py <name> --pairs 3 --threads 2 --against 3917829``): MLP step 0.86
+(0.86–0.87), LSTM step 0.80 (0.77–0.80); doing it in every computation made the small CNN 1.60.
+
 ``NG_THREADS`` sets the count (default: the cores this process may run on, divided among the MPI
 ranks sharing the machine when run under ``mpiexec``). ``NG_THREADS=1``
 leaves BLAS alone and runs every kernel in the calling thread. The workers release the GIL in
