@@ -8,9 +8,9 @@
 * first_step: a ResNet-20 training step (``resnet_step.py``, with our own initial weights), from
   nothing to the end of its first call, each in a fresh process: the NumPy-only kernel set
   (``NG_KERNELS=numpy``); the default set with an empty cache (numba compiles the Winograd
-  transforms, and each layer's first call times its candidate kernels: im2col, Winograd, per image) and with the cache that
-  process left (what a second run of a program pays); ``NG_KERNELS=numba`` (every fused program
-  compiled too), empty cache then warm.
+  transforms, and each layer's first call times its candidate kernels: im2col, Winograd, per
+  image) and with the cache that process left (what a second run of a program pays);
+  ``NG_KERNELS=numba`` (every fused program compiled too), empty cache then warm.
 * first_scan: a tanh RNN's scan (16 steps, hidden 64, batch 1, inference) called four times in a fresh
   process, with an empty kernel cache then the one it left: the third call compiles the whole loop
   (``transformers/compiled_scan.py``, ``HOT_CALLS``), the fourth runs it.
