@@ -42,7 +42,6 @@ MEASURE_PROCESSES = 3
 """How many processes measure a near tie before the choice is final."""
 
 
-
 def mode() -> str:
     """``NG_CONV``: ``auto`` (default: time a layer's candidates on its first call, keep the fastest),
     ``winograd`` or ``image`` (that kernel wherever it applies, else im2col) or ``im2col`` (always).
@@ -238,12 +237,16 @@ def variant(kind: str, kernel: Kernel, kc: KernelContext, *args: Any) -> Kernel:
 
 
 def report(record: dict[str, dict[str, Any]] | None = None) -> str:
-    """The recorded choices as a table: kernel kind, shapes, padding, the chosen algorithm and each median."""
+    """The recorded choices (``record``, default: this process's and the disk's) as a table: kernel kind,
+    shapes, padding, dtype, thread settings (``OPENBLAS_NUM_THREADS,OMP_NUM_THREADS,NG_THREADS``), the chosen
+    kernel and each one's median in ms. The CPU is in the key too, not in the table."""
     _load_choices()
-    lines = ["kind           shapes                                  padding              chosen    ms"]
+    lines = [f"{'kind':<13} {'shapes':<30} {'padding':<21} {'dtype':<8} {'threads':<8} {'chosen':<9} ms"]
     for key, entry in sorted((record if record is not None else MEASURED).items()):
-        kind, shapes, padding, *_ = key.split("|") + ["", "", ""]
+        kind, shapes, padding, dtype, *rest = key.split("|") + [""] * 4
+        threads = next((part[len("threads="):] for part in rest if part.startswith("threads=")), "")
         ms = entry.get("ms") if isinstance(entry.get("ms"), dict) else {}
         times = "  ".join(f"{name} {value}" for name, value in sorted(ms.items()))
-        lines.append(f"{kind:<14} {shapes:<39} {padding:<20} {entry.get('chosen', '?'):<9} {times}")
+        lines.append(f"{kind:<13} {shapes:<30} {padding.removeprefix('pad='):<21} {dtype:<8} {threads:<8} "
+                     f"{entry.get('chosen', '?'):<9} {times}")
     return "\n".join(lines)
