@@ -398,7 +398,11 @@ class Transformer:
                 f"variable {var.name}: initial value has shape {array.shape}, expected {shape} "
                 f"for axes {format_axes(var.axes)}"
             )
-        return xp.array(array, dtype=dtype)
+        # C order whatever the initial value's layout: a transposed initial array (a filter made [K, C, R, S] and
+        # viewed [C, R, S, K]) was kept strided, and the update kernels that write the storage in place then
+        # wrote it with a stride of a whole filter (DCGAN's Adam update of a 64x4x4x128 filter: 1.5 ms
+        # against 0.29 ms for the same update of a C-ordered one)
+        return xp.array(array, dtype=dtype, order="C")
 
     # -- code generation -----------------------------------------------------------------------
     def _feeder(self, p: Op) -> Callable[[Any], Any]:

@@ -88,6 +88,21 @@ def test_array_initial_value_is_copied_at_construction():
         np.testing.assert_array_equal(t.read_variable(v), np.zeros(4))
 
 
+def test_a_transposed_initial_value_is_stored_in_c_order():
+    """A filter made ``[K, C, R, S]`` and handed over as a ``[C, R, S, K]`` view is stored C-contiguous in the
+    variable's axes order (kernels that write the storage in place, such as an optimizer's update, then write
+    it with unit stride), with the same values; an in-place update reads and writes it correctly."""
+    made = np.arange(2 * 3 * 2 * 2, dtype=np.float32).reshape(2, 3, 2, 2)  # [K, C, R, S]
+    axes = [ng.make_axis(3, "C"), ng.make_axis(2, "R"), ng.make_axis(2, "S"), ng.make_axis(2, "K")]
+    w = ng.variable(axes, initial_value=made.transpose(1, 2, 3, 0))
+    with _transformer() as t:
+        stored = t._variable(w)
+        assert stored.flags.c_contiguous
+        np.testing.assert_array_equal(t.read_variable(w), made.transpose(1, 2, 3, 0))
+        t.computation(ng.assign(w, w * 2.0 - 1.0))()
+        np.testing.assert_array_equal(t.read_variable(w), made.transpose(1, 2, 3, 0) * 2.0 - 1.0)
+
+
 def test_array_initial_value_of_the_wrong_shape_raises():
     with pytest.raises(ng.AxesError):
         ng.variable([C, N], initial_value=np.zeros((8, 4)))
