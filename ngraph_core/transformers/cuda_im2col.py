@@ -25,7 +25,7 @@ import numpy as np
 
 from ..ir import Axes
 from ..ir.conv import ConvArg, activation_roles
-from .kernels.conv import Im2col
+from .kernels.conv import Im2col, is_pointwise
 
 _BODY = """\
 // col[r, p] for r = (c, f1, f2, f3) and p = (o1, o2, o3, n), row-major; g: the geometry (see GEOMETRY)
@@ -143,8 +143,6 @@ class CudaIm2col:
 def make_im2col(xp: Any, x_axes: Axes, fshape: tuple[int, ...], arg: ConvArg, dtype: str, x_dtype: str) -> Any:
     """``CudaIm2col`` where it applies (float32/float64 input in the computation's dtype, not a 1x1
     stride-1 unpadded convolution), else the shared ``Im2col``."""
-    pointwise = all(k == 1 for k in fshape) and all(s == 1 for s in arg.strides) \
-        and all(p == (0, 0) for p in arg.padding)
-    if pointwise or x_dtype != dtype or dtype not in _SUFFIX:
+    if is_pointwise(fshape, arg) or x_dtype != dtype or dtype not in _SUFFIX:
         return Im2col(xp, x_axes, fshape, arg, dtype, x_dtype)
     return CudaIm2col(xp, x_axes, fshape, arg, dtype)

@@ -150,6 +150,28 @@ def output_lengths(lengths: tuple[int, ...], fshape: tuple[int, ...], arg: ConvA
                  for length, k, s, p, d in zip(lengths, fshape, arg.strides, arg.padding, arg.dilation))
 
 
+def is_pointwise(fshape: tuple[int, ...], arg: ConvArg) -> bool:
+    """True for a 1x1 convolution with stride 1 and no padding: its col matrix is its input."""
+    return all(k == 1 for k in fshape) and all(s == 1 for s in arg.strides) and \
+        all(p == (0, 0) for p in arg.padding)
+
+
+def window_view(xp: Any, fshape: tuple[int, ...], arg: ConvArg, out_lengths: tuple[int, ...], batch: bool
+                ) -> Callable[[Any], Any]:
+    """``fn(padded)``: a padded ``(C, *spatial[, N])`` array as its strided ``(C, *F, *out[, N])`` window view.
+
+    The sliding window view is ``(C, *positions[, N], *window)``: every stride-th position and every
+    dilation-th window element are taken, then the axes ordered ``(C, *F, *out[, N])``.
+    """
+    rank, extra = len(fshape), int(batch)
+    window = tuple(d * (k - 1) + 1 for k, d in zip(fshape, arg.dilation))
+    index = (slice(None), *(slice(0, (m - 1) * s + 1, s) for m, s in zip(out_lengths, arg.strides)),
+             *(slice(None),) * extra, *(slice(None, None, d) for d in arg.dilation))
+    order = (0, *range(rank + 1 + extra, 2 * rank + 1 + extra), *range(1, rank + 1), *range(rank + 1, rank + 1 + extra))
+    slide, axes = xp.lib.stride_tricks.sliding_window_view, tuple(range(1, rank + 1))
+    return lambda padded: slide(padded, window, axis=axes)[index].transpose(order)
+
+
 class Im2col:
     """The im2col matrix ``(C, *F, *out, N)`` of one activation geometry, a block of output rows at a time.
 
@@ -174,7 +196,7 @@ class Im2col:
         self.out_lengths = output_lengths(lengths, fshape, arg)
         padded = any(p != (0, 0) for p in arg.padding)
         self.copy_in = padded or not is_identity(self.perm) or x_dtype != dtype
-        self.pointwise = not padded and all(k == 1 for k in fshape) and all(s == 1 for s in arg.strides)
+        self.pointwise = is_pointwise(fshape, arg)
         self.rows = c * math.prod(fshape)
         self.row_shape = (c, *fshape)
         self.rest_shape = (*self.out_lengths[1:], n)  # one output row's positions
@@ -199,17 +221,8 @@ class Im2col:
         self.first_col = len(self.specs)  # one col block buffer per worker from here
         if not self.pointwise:
             self.specs.extend(((self.rows * block_columns,), dtype) for _ in self.parts)
-        self.window = tuple(d * (k - 1) + 1 for k, d in zip(fshape, arg.dilation))
-        self.window_axes = tuple(range(1, rank + 1))
-        # the window view is (C, *positions, N, *window): take every stride-th position and
-        # every dilation-th window element, then order the axes as (C, *F, *out, N)
-        self.index = (slice(None), *(slice(0, (m - 1) * s + 1, s) for m, s in zip(self.out_lengths, arg.strides)),
-                      slice(None), *(slice(None, None, d) for d in arg.dilation))
-        self.order = (0, *range(rank + 2, 2 * rank + 2), *range(1, rank + 1), rank + 1)
         self.first_out = 1 + rank  # the position of the first output axis in (C, *F, *out, N)
-        self.sliding_window_view = xp.lib.stride_tricks.sliding_window_view
-        self._view = per_object(lambda source: self.sliding_window_view(source, self.window, axis=self.window_axes)[
-            self.index].transpose(self.order))  # the window view of the last source array
+        self._view = per_object(window_view(xp, fshape, arg, self.out_lengths, batch=True))  # the last source's
 
     def windows(self, x: Any, buffers: list[Any]) -> Any:
         """``x`` (padded, in internal layout) as a strided ``(C, *F, *out, N)`` view (``buffers``: per ``specs``).
@@ -533,8 +546,7 @@ def _bprop_data_col2im(op: Op, kc: KernelContext) -> Kernel:
     rows = math.prod(w.axes.lengths[:-1])  # Ci * prod(F)
     out_lengths = dyr.spatial.lengths
     first, rest = out_lengths[0], (*out_lengths[1:], xr.batch.length)
-    pointwise = all(f == 1 for f in fshape) and all(s == 1 for s in arg.strides) and \
-        all(p == (0, 0) for p in arg.padding)
+    pointwise = is_pointwise(fshape, arg)
     itemsize = xp.dtype(dtype).itemsize
     blocks = [(0, first)] if pointwise else row_blocks(xp, first, c * math.prod(fshape) * math.prod(rest) * itemsize)
     block_rows = max(stop - start for start, stop in blocks)

@@ -42,7 +42,7 @@ from ...ir.conv import ConvArg, activation_roles, filter_roles
 from .. import runtime
 from .context import Kernel, KernelContext, per_object
 from .contraction import is_constant, matmul_for, product_for
-from .conv import filter_matrix, held_filter, output_lengths
+from .conv import filter_matrix, held_filter, is_pointwise, output_lengths, window_view
 from .windows import PaddedCopy
 
 
@@ -66,25 +66,14 @@ class ImageCols:
         self.positions = math.prod(self.out_lengths)
         self.rows = c * math.prod(fshape)
         self.col_shape = (c, *fshape, *self.out_lengths)
-        self.pointwise = all(k == 1 for k in fshape) and all(s == 1 for s in arg.strides) and \
-            all(p == (0, 0) for p in arg.padding)
+        self.pointwise = is_pointwise(fshape, arg)
         padded_shape = (c, *(length + p[0] + p[1] for length, p in zip(lengths, arg.padding)))
         self.pad = PaddedCopy(padded_shape, range(1, rank + 1), arg.padding, 0.0)
         self.parts = runtime.split(self.images, runtime.threads())
         self.specs = [(padded_shape, dtype)] * len(self.parts)
         if not self.pointwise:
             self.specs += [((self.rows * self.positions,), dtype)] * len(self.parts)
-        window = tuple(d * (k - 1) + 1 for k, d in zip(fshape, arg.dilation))
-        # the window view is (C, *positions, *window): every stride-th position and dilation-th tap, then
-        # ordered (C, *F, *out)
-        index = (slice(None), *(slice(0, (m - 1) * s + 1, s) for m, s in zip(self.out_lengths, arg.strides)),
-                 *(slice(None, None, d) for d in arg.dilation))
-        order = (0, *range(rank + 1, 2 * rank + 1), *range(1, rank + 1))
-        slide = xp.lib.stride_tricks.sliding_window_view
-
-        def view(padded: Any) -> Any:
-            return slide(padded, window, axis=tuple(range(1, rank + 1)))[index].transpose(order)
-
+        view = window_view(xp, fshape, arg, self.out_lengths, batch=False)
         self._views = [per_object(view) for _ in self.parts]  # one per worker: each keeps its buffer's view
 
     def image(self, xi: Any, n: int, buffers: list[Any], worker: int) -> Any:

@@ -235,3 +235,23 @@ def test_blas_matmul_falls_back_while_another_thread_holds_blas(monkeypatch):
         runtime.blas_matmul(a, b, out, 2)
     np.testing.assert_allclose(out, a @ b, rtol=1e-12)
     assert split == [1]
+
+
+def test_blas_matmul_raises_the_blas_thread_count_for_the_call_only(monkeypatch):
+    """The count goes to the workers' for the one call and back to one, also when the call fails."""
+    counts: list[int] = []
+
+    class Recording:
+        def set_num_threads(self, n: int) -> None:
+            counts.append(n)
+
+    monkeypatch.setattr(runtime, "_blas", Recording())
+    rng = np.random.default_rng(2)
+    a, b = rng.standard_normal((32, 48)), rng.standard_normal((48, 40))
+    out = np.empty((32, 40))
+    runtime.blas_matmul(a, b, out, 2)
+    np.testing.assert_allclose(out, a @ b, rtol=1e-12)
+    assert counts == [2, 1]
+    with pytest.raises(ValueError):
+        runtime.blas_matmul(a, a, out, 2)  # shapes that do not multiply
+    assert counts == [2, 1, 2, 1] and not runtime._wide.locked()
