@@ -1,10 +1,13 @@
 """Which convolution kernel a layer runs, chosen per layer by measurement and recorded on disk.
 
-A forward convolution, or its filter gradient, has up to three kernels on the NumPy transformer:
+A forward convolution, or its filter gradient, has up to four kernels on the NumPy transformer:
 
 * ``im2col``: batch innermost, ``(C, *spatial, N)`` (``kernels/conv.py``), the reference and fallback;
 * ``winograd``: F(2x2, 3x3) for 3x3 stride-1 layers (``winograd.py``), in the same layout;
-* ``image``: batch outermost, one image at a time (``kernels/conv_image.py``), for batches of 2 or more.
+* ``image``: batch outermost, one image at a time (``kernels/conv_image.py``), for batches of 2 or more;
+* ``channels_last``: the forward convolution of few output positions (a batch-1 layer on a small map),
+  its col matrix built channels last and multiplied by a compiled loop that reads the filter once
+  (``kernels/conv_channels_last.py``).
 
 The data gradient chooses between the first two. ``variant`` (the NumPy transformer's ``conv_variant``)
 makes the candidates a layer has; on the layer's first call ``choose`` times them on the call's own
@@ -29,11 +32,11 @@ from typing import Any
 from ..ir import Op
 from ..ir.conv import ConvArg, activation_roles, filter_roles
 from . import winograd
-from .kernels import conv_image
+from .kernels import conv_channels_last, conv_image
 from .kernels.context import Kernel, KernelContext
 from .numba_kernels import cache_dir, reference_only
 
-ALGORITHMS = ("im2col", "winograd", "image")
+ALGORITHMS = ("im2col", "winograd", "image", "channels_last")
 TIMED_CALLS = 3
 """Calls of each algorithm timed, alternating, before a layer's choice (the median decides)."""
 NEAR_TIE = 0.10
@@ -44,7 +47,8 @@ MEASURE_PROCESSES = 3
 
 def mode() -> str:
     """``NG_CONV``: ``auto`` (default: time a layer's candidates on its first call, keep the fastest),
-    ``winograd`` or ``image`` (that kernel wherever it applies, else im2col) or ``im2col`` (always).
+    ``winograd``, ``image`` or ``channels_last`` (that kernel wherever it applies, else im2col) or ``im2col``
+    (always).
     ``NG_KERNELS=numpy`` means im2col."""
     if reference_only():
         return "im2col"
@@ -216,6 +220,8 @@ def variant(kind: str, kernel: Kernel, kc: KernelContext, *args: Any) -> Kernel:
             makers["winograd"] = lambda: winograd.conv_into(x, w, arg, dtype, kc)
         if conv_image.applies(x.axes, kc.xp):
             makers["image"] = lambda: conv_image.conv_into(x, w, arg, dtype, kc)
+        if conv_channels_last.applies(x.axes, w.axes, arg, dtype, kc.xp):
+            makers["channels_last"] = lambda: conv_channels_last.conv_into(x, w, arg, dtype, kc)
         shapes = (x.axes.lengths, w.axes.lengths)
     else:
         (op,) = args

@@ -1,20 +1,38 @@
-"""GEMMs with 2 to 4 columns, compiled by numba: each row of the left operand is read once.
+"""GEMMs with few columns, compiled by numba: each row of the left operand is read from memory once.
 
 ``out[M, n] = a[M, K] @ b[K, n]`` with ``n`` of 2 to 4 is what a batch-1 convolution of a small map
-is (ResNet-18 on 32x32 images: ``[256, 2304] @ [2304, 4]`` at the 2x2 stage) and what a dense layer in
-neon's batch-last layout is at batch 2-4. OpenBLAS packs ``a`` for so few columns and ran those 2.4 MB
-of weights at 144 us with them in cache and 330-450 us from memory; this loop reads four rows of
-``a`` at a time against the (transposed, zero-padded) columns, sixteen sums in registers, and took
-54 us and 180 us (2026-11-25, AMD EPYC, one thread); ``[512, 4608] @ [4608, 2]`` 308 against 579 us.
-With one column BLAS's GEMV is as fast. Looping the same four rows over groups of four columns lost
-from 8 columns on (``[128, 1152] @ [1152, 16]``: 108 us against BLAS's 68 warm, 234 against 137 cold),
-and slowed the 4-column case too (75 us): so 2-4 columns only, one group.
+is under im2col (ResNet-18 on 32x32 images: ``[256, 2304] @ [2304, 4]`` at the 2x2 stage) and what a
+dense layer in neon's batch-last layout is at batch 2-4. OpenBLAS packs ``a`` for so few columns and
+ran those 2.4 MB of weights at 144 us with them in cache and 330-450 us from memory; the loop here
+took 54 us and 180 us (2026-11-25, AMD EPYC, one thread); ``[512, 4608] @ [4608, 2]`` 308 against 579 us.
+With one column BLAS's GEMV is as fast.
 
-``runtime.matmul`` calls ``run`` first; it declines (returns False) unless numba imports,
-``NG_KERNELS`` is not ``numpy``, the arrays are 2-d NumPy arrays of one float dtype, ``a`` is
-C-contiguous and big enough (``MIN_ELEMENTS``). The sums are reassociated (``fastmath``), as BLAS's
-blocked sums are: results agree with NumPy's matmul to rounding. The source is static and goes
-through the kernel disk cache (``numba_kernels._load``).
+The loop (``times_transposed``, ``out = a @ btᵀ``) holds a block of four rows of ``a`` and four rows of
+``bt`` (four columns of the product) and runs their sixteen dot products together, sixteen sums in
+registers, vectorized along the depth (sums reassociated, ``fastmath``, as BLAS's blocked sums are:
+results agree with NumPy's matmul to rounding). Every column block reuses the same four rows of ``a``
+from L1, so ``a`` (the weights) streams from memory once whatever the column count, and nothing is
+packed. With ``bt`` given transposed (the channels-last col matrix of ``kernels/conv_channels_last.py``)
+it beat OpenBLAS at every column count a small-map convolution has (2026-11-26, AMD EPYC, one thread, us
+per call, weights in cache / the 17 MB of a batch-1 ResNet-18's layers cycled as in an inference):
+
+=======================  ===================  ================
+product                  OpenBLAS             this loop
+=======================  ===================  ================
+[256, 2304] @ [2304, 4]  139 / 235-281        51 / 90-117
+[128, 1152] @ [1152, 16] 58 / 89-100          44 / 59-68
+[64, 576] @ [576, 64]    51 / 66-74           46 / 53-60
+=======================  ===================  ================
+
+The whole cycle of that model's 20 weight matrices took 1.77-2.08 ms by BLAS (GEMMs, and GEMVs for its
+1-column layers) against 0.99-1.22 with this loop for every product of 2 or more columns: BLAS's packed
+copies of the weights also pushed other layers' weights out of this VM's share of the L3 (a 1 MB GEMV ran
+at 65 GB/s with 8 MB of weights cycled, 18 GB/s with 16 MB, 10 GB/s from 24 MB on).
+
+``runtime.matmul`` calls ``run`` first (2-4 columns, ``b`` as it comes: the loop transposes it); it
+declines (returns False) unless numba imports, ``NG_KERNELS`` is not ``numpy``, the arrays are 2-d NumPy
+arrays of one float dtype, ``a`` is C-contiguous and big enough (``MIN_ELEMENTS``). The source is static
+and goes through the kernel disk cache (``numba_kernels._load``).
 """
 
 from __future__ import annotations
@@ -26,13 +44,17 @@ import numpy as np
 from .numba_kernels import FLOAT_DTYPES, HAVE_NUMBA, _load, reference_only
 
 MAX_COLUMNS = 4
+"""``run`` takes products of 2 to this many columns (BLAS's packed kernel wins from 5 on when ``b`` must be
+transposed first: a transposed copy of a wide ``b`` costs more than the packing saves)."""
 
 MIN_ELEMENTS = 1 << 14
 """Left operands smaller than this stay on BLAS: the compiled call and the column copy cost ~2 us."""
 
-_FMAS = "".join(f"            v = w{d}[r]\n" + "".join(f"            s{d}{c} += v * x{c}\n" for c in range(4))
+_FMAS = "".join(f"                v = w{d}[r]\n" + "".join(f"                s{d}{c} += v * x{c}\n" for c in range(4))
                 for d in range(4))
 """The loop body: row ``d``'s element times each column's, into the sums ``s<d><c>`` (sixteen in registers)."""
+
+_STORES = "".join(f"                out[i + {d}, j + {c}] = s{d}{c}\n" for d in range(4) for c in range(4))
 
 _SOURCE = '''\
 # generated by ngraph_core.transformers.narrow_gemm: do not edit
@@ -42,21 +64,50 @@ from numpy import {dtype} as T
 
 
 @njit(cache=True, nogil=True, fastmath={{"reassoc", "contract", "nsz", "arcp"}})
-def k(a, bt, out, cols):
+def k(a, bt, out):
     rows, depth = a.shape
-    c0, c1, c2, c3 = bt[0], bt[1], bt[2], bt[3]
+    cols = bt.shape[0]
+    last_row, last_col = rows - 1, cols - 1
     for i in range(0, rows, 4):
-        # the last block of fewer than four rows reads its own last row again, and writes only its rows
-        w0, w1, w2, w3 = a[i], a[min(i + 1, rows - 1)], a[min(i + 2, rows - 1)], a[min(i + 3, rows - 1)]
-        s00 = s01 = s02 = s03 = s10 = s11 = s12 = s13 = T(0.0)
-        s20 = s21 = s22 = s23 = s30 = s31 = s32 = s33 = T(0.0)
-        for r in range(depth):
-            x0, x1, x2, x3 = c0[r], c1[r], c2[r], c3[r]
-{fmas}        sums = ((s00, s01, s02, s03), (s10, s11, s12, s13), (s20, s21, s22, s23), (s30, s31, s32, s33))
-        for d in range(min(4, rows - i)):
-            for c in range(cols):
-                out[i + d, c] = sums[d][c]
+        # a last block of fewer than four rows (or columns) reads its last one again, and writes only its own
+        w0, w1, w2, w3 = a[i], a[min(i + 1, last_row)], a[min(i + 2, last_row)], a[min(i + 3, last_row)]
+        for j in range(0, cols, 4):
+            c0, c1, c2, c3 = bt[j], bt[min(j + 1, last_col)], bt[min(j + 2, last_col)], bt[min(j + 3, last_col)]
+            s00 = s01 = s02 = s03 = s10 = s11 = s12 = s13 = T(0.0)
+            s20 = s21 = s22 = s23 = s30 = s31 = s32 = s33 = T(0.0)
+            for r in range(depth):
+                x0, x1, x2, x3 = c0[r], c1[r], c2[r], c3[r]
+{fmas}            if i + 4 <= rows and j + 4 <= cols:  # a whole block: sixteen stores (the loop below is ~10% slower)
+{stores}            else:
+                sums = ((s00, s01, s02, s03), (s10, s11, s12, s13), (s20, s21, s22, s23), (s30, s31, s32, s33))
+                for d in range(min(4, rows - i)):
+                    for c in range(min(4, cols - j)):
+                        out[i + d, j + c] = sums[d][c]
 '''
+
+
+def available(dtype: Any) -> bool:
+    """True when ``times_transposed`` can run for ``dtype``: numba imports, the dtype is float32 or float64,
+    and ``NG_KERNELS`` is not ``numpy``."""
+    return HAVE_NUMBA and np.dtype(dtype).name in FLOAT_DTYPES and not reference_only()
+
+
+def times_transposed(a: Any, bt: Any, out: Any) -> Any:
+    """``out[M, n] = a[M, K] @ bt[n, K]ᵀ`` by the compiled loop (``available`` must hold).
+
+    Args:
+        a: C-contiguous ``(M, K)``.
+        bt: C-contiguous ``(n, K)``, of ``a``'s dtype.
+        out: ``(M, n)`` of that dtype, any strides.
+
+    Returns:
+        ``out``.
+    """
+    kernel = _kernels.get(out.dtype.name)
+    if kernel is None:
+        kernel = _kernels[out.dtype.name] = _load(_SOURCE.format(dtype=out.dtype.name, fmas=_FMAS, stores=_STORES))
+    kernel(a, bt, out)
+    return out
 
 
 def run(a: Any, b: Any, out: Any) -> bool:
@@ -69,12 +120,7 @@ def run(a: Any, b: Any, out: Any) -> bool:
     if not (isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and dtype.name in FLOAT_DTYPES
             and a.dtype == b.dtype == dtype and a.flags.c_contiguous) or reference_only():
         return False
-    bt = np.zeros((MAX_COLUMNS, a.shape[1]), dtype=dtype)
-    bt[:cols] = b.T
-    kernel = _kernels.get(dtype.name)
-    if kernel is None:
-        kernel = _kernels[dtype.name] = _load(_SOURCE.format(dtype=dtype.name, fmas=_FMAS))
-    kernel(a, bt, out, cols)
+    times_transposed(a, np.ascontiguousarray(b.T), out)
     return True
 
 

@@ -24,7 +24,8 @@ class NumpyTransformer(Transformer):
     # scans with small bodies: the whole loop one numba function (compiled_scan.py)
     kernel_overrides = {OpType.FUSED: numba_kernels.fused, OpType.POOL: compiled_pool.pool,
                         OpType.POOL_BPROP: compiled_pool.pool_bprop, OpType.SCAN: compiled_scan.scan}
-    # convolutions: per layer, the measured fastest of im2col, Winograd F(2x2, 3x3) and one image at a time (NG_CONV)
+    # convolutions: per layer, the measured fastest of im2col, Winograd F(2x2, 3x3), one image at a time and (few
+    # output positions) channels last with a compiled GEMM (NG_CONV)
     conv_variant = staticmethod(conv_choice.variant)
 
     def __init__(self, *args, **kwargs) -> None:

@@ -3,7 +3,8 @@
 The default suite runs with ``NG_KERNELS=auto`` and ``NG_CONV=winograd`` (``tests/conftest.py``). Here the
 op, nn-op, gather and CTC suites run again with the NumPy reference kernels only (``NG_KERNELS=numpy``),
 and the nn-op and neon layer suites with every convolution computed one image at a time
-(``NG_CONV=image``); slow-marked (``-m slow``): every fused program compiled (``NG_KERNELS=numba``, ~70 s)
+(``NG_CONV=image``) and with every forward convolution of few output positions computed channels last
+(``NG_CONV=channels_last``); slow-marked (``-m slow``): every fused program compiled (``NG_KERNELS=numba``, ~70 s)
 and the measured choice (``NG_CONV=auto``).
 """
 
@@ -36,6 +37,10 @@ def test_the_op_suites_pass_with_the_numpy_kernels(tmp_path):
 
 def test_the_convolution_suites_pass_one_image_at_a_time(tmp_path):
     run_suites(CONV_SUITES, tmp_path, NG_CONV="image")
+
+
+def test_the_convolution_suites_pass_channels_last(tmp_path):
+    run_suites(CONV_SUITES, tmp_path, NG_CONV="channels_last")
 
 
 @pytest.mark.slow

@@ -1,0 +1,122 @@
+"""Convolution of few output positions, channels last: the filter streamed once by a compiled loop.
+
+A batch-1 layer on a small map is a GEMM with few columns (ResNet-18 on 32x32 images: 64 output
+positions at 8x8, 16 at 4x4, 4 at 2x2). There the im2col kernels (``conv.py``) spend more around the
+GEMM than in it, and the GEMM runs below its peak:
+
+* their col matrix ``(C * prod(F), positions)`` is copied from a window view whose innermost runs are
+  output rows (2-8 floats at these sizes): 35-43 us for a 64-channel 8x8 or 128-channel 4x4 layer;
+* OpenBLAS packs the weights on every call: ~17 MB per batch-1 ResNet-18 inference, written and read
+  again, and they push the next layers' weights out of this VM's share of the L3.
+
+Here the input is copied, padded, channels last ``(*padded, N, C)``, so the transposed col matrix
+``(positions * N, prod(F) * C)`` is one copy from a window view whose innermost runs are ``C`` floats
+(``S * C`` at batch 1: the filter's last axis and the channels are one run). The filter is held as
+``(K, prod(F) * C)`` and ``narrow_gemm.times_transposed`` multiplies: four filter rows read once from
+memory against four columns at a time, sixteen sums in registers, no packing. Its result
+``(K, positions * N)`` is the output ``[K, *out, N]`` itself (columns in ``(position, image)`` order).
+With several workers each takes a range of the filter's rows (its share of the weights).
+
+Measured before it was written (2026-11-26, AMD EPYC, one thread, us per layer, all in cache; NumPy
+prototype of the copies, the compiled loop for the product):
+
+==========================  =======================  ======================================
+layer (batch 1)             im2col kernel (in model)  here: padded copy, col copy, product
+==========================  =======================  ======================================
+64 -> 64, 3x3, 8x8          110-124                   2.1 + 3.0 + 45.5
+128 -> 128, 3x3, 4x4        148-165                   1.4 + 1.6 + 45.3
+256 -> 256, 3x3, 2x2        240-280                   1.1 + 1.2 + 51.1
+64 -> 128, 3x3 / 2, 8x8     88-93                     2.1 + 1.3 + 23.5
+3 -> 64, 7x7 / 2, 32x32     108-115                   4.6 + 11.1 + 72.8 (BLAS on im2col wins)
+==========================  =======================  ======================================
+
+It is a candidate of the measured per-layer choice (``transformers/conv_choice.py``, ``channels_last``)
+for a forward convolution without groups whose product has at most ``MAX_COLUMNS`` columns, where
+numba and a float dtype are there.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Any
+
+from ...ir import Axes, Op
+from ...ir.conv import ConvArg, activation_roles, filter_roles
+from .. import narrow_gemm, runtime
+from .context import Kernel, KernelContext, per_object
+from .contraction import is_constant
+from .conv import output_lengths
+from .windows import PaddedCopy
+
+MAX_COLUMNS = 256
+"""Products of more columns (output positions times the batch) are not offered: the transposed col matrix
+then leaves L2 (each block of four filter rows reads all of it) and BLAS's packed kernel is at its peak."""
+
+
+def applies(x_axes: Axes, w_axes: Axes, arg: ConvArg, dtype: str, xp: Any) -> bool:
+    """True when a forward convolution of these operands has this form: NumPy arrays, a float dtype that the
+    compiled loop takes (numba present, ``NG_KERNELS`` not ``numpy``), no groups, and 2 to ``MAX_COLUMNS``
+    output positions times the batch (one column is a GEMV, which BLAS streams as fast: the loop would
+    compute it four times over)."""
+    if xp.__name__ != "numpy" or arg.groups != 1 or not narrow_gemm.available(dtype):
+        return False
+    roles = activation_roles(x_axes, "conv")
+    fshape = filter_roles(w_axes, "conv").spatial.lengths
+    return 2 <= math.prod(output_lengths(roles.spatial.lengths, fshape, arg)) * roles.batch.length <= MAX_COLUMNS
+
+
+def _window_view(xp: Any, fshape: tuple[int, ...], arg: ConvArg, out_lengths: tuple[int, ...]) -> Any:
+    """``fn(padded)``: a padded ``(*spatial, N, C)`` array as its strided ``(*out, N, *F, C)`` window view."""
+    rank = len(fshape)
+    window = tuple(d * (k - 1) + 1 for k, d in zip(fshape, arg.dilation))
+    index = (*(slice(0, (m - 1) * s + 1, s) for m, s in zip(out_lengths, arg.strides)), slice(None), slice(None),
+             *(slice(None, None, d) for d in arg.dilation))
+    # sliding_window_view gives (*positions, N, C, *window): move C after the window
+    order = (*range(rank + 1), *range(rank + 2, 2 * rank + 2), rank + 1)
+    slide, axes = xp.lib.stride_tricks.sliding_window_view, tuple(range(rank))
+    return lambda padded: slide(padded, window, axis=axes)[index].transpose(order)
+
+
+def conv_into(x: Op, w: Op, arg: ConvArg, dtype: str, kc: KernelContext) -> Kernel:
+    """``fn(out, xv, wv)``: the forward convolution into ``out`` ``[K, *out, N]`` (``applies`` must hold)."""
+    xp = kc.xp
+    roles = activation_roles(x.axes, "conv")
+    wr = filter_roles(w.axes, "conv")
+    c, n, lengths = roles.channel.length, roles.batch.length, roles.spatial.lengths
+    fshape, k = wr.spatial.lengths, wr.out_channels.length
+    rank = len(lengths)
+    out_lengths = output_lengths(lengths, fshape, arg)
+    columns, depth = math.prod(out_lengths) * n, math.prod(fshape) * c
+    padded_shape = (*(length + p[0] + p[1] for length, p in zip(lengths, arg.padding)), n, c)
+    pad = PaddedCopy(padded_shape, range(rank), arg.padding, 0.0)
+    # the input's axes as (*spatial, N, C), the filter's [Ci, *F, K] as [K, *F, Ci]
+    to_last = (*roles.perm[1:rank + 1], roles.perm[rank + 1], roles.perm[0])
+    filter_order = (rank + 1, *range(1, rank + 1), 0)
+    col_shape = (*out_lengths, n, *fshape, c)
+    views = kc.scratch().request([(padded_shape, dtype), ((columns * depth,), dtype)])
+    window = per_object(_window_view(xp, fshape, arg, out_lengths))
+
+    def matrix(wv):
+        return xp.ascontiguousarray(wv.transpose(filter_order), dtype=dtype).reshape(k, depth)
+
+    held = per_object(matrix) if is_constant(w) else matrix
+    # the filter's rows split over the workers in blocks of four (each streams its share) when worth it
+    blocks = -(-k // 4)
+    parts = [(4 * a, min(k, 4 * b)) for a, b in runtime.split(blocks, runtime.threads())] \
+        if k * depth * columns >= runtime.MIN_PARALLEL_FLOPS else [(0, k)]
+
+    def conv_channels_last_kernel(out, xv, wv):
+        padded, flat = views()
+        pad(xp, padded, xv.transpose(to_last))
+        col = flat.reshape(col_shape)
+        xp.copyto(col, window(padded))
+        wt, cols, result = held(wv), flat.reshape(columns, depth), out.reshape(k, columns)
+        if len(parts) == 1:
+            narrow_gemm.times_transposed(wt, cols, result)
+        else:
+            runtime.run([functools.partial(narrow_gemm.times_transposed, wt[a:b], cols, result[a:b])
+                         for a, b in parts])
+        return out
+
+    return conv_channels_last_kernel

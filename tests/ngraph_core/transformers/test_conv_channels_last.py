@@ -1,0 +1,180 @@
+"""Convolutions of few output positions computed channels last (``kernels/conv_channels_last.py``) and the
+compiled loop they multiply with (``narrow_gemm.times_transposed``).
+
+The forward kernel (``NG_CONV=channels_last``) is checked against the im2col kernel and PyTorch in float64
+on seeded random geometries (1-3 spatial axes, odd sizes, strides, dilation, asymmetric padding, batch first
+or last, one and two workers), in float32 on batch-1 ResNet layers, with the filter's rows split over two
+workers, and with constant and in-place-updated variable filters; the measured choice offers it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("numba")
+torch = pytest.importorskip("torch")
+
+from test_conv_image import build, geometry, run, torch_reference  # noqa: E402  (the per-image suite's helpers)
+
+import ngraph_core as ng  # noqa: E402
+from ngraph_core.ir.conv import ConvArg  # noqa: E402
+from ngraph_core.transformers import conv_choice, narrow_gemm, runtime  # noqa: E402
+from ngraph_core.transformers.kernels import conv_channels_last  # noqa: E402
+from ngraph_core.transformers.kernels.conv import live_taps  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def private_choices(tmp_path, monkeypatch):
+    monkeypatch.setenv("NG_CACHE_DIR", str(tmp_path / "ng-cache"))
+    monkeypatch.delenv("NG_KERNELS", raising=False)
+    monkeypatch.setattr(conv_choice, "MEASURED", {})
+    monkeypatch.setattr(conv_choice, "_loaded", False)
+
+
+def spy_made(monkeypatch) -> list[tuple[int, ...]]:
+    """Records the input shape of every channels-last kernel made."""
+    made: list[tuple[int, ...]] = []
+    real = conv_channels_last.conv_into
+    monkeypatch.setattr(conv_channels_last, "conv_into", lambda x, *a: made.append(x.axes.lengths) or real(x, *a))
+    return made
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_random_geometries_match_im2col_and_torch(monkeypatch, seed):
+    g = {**geometry(seed), "groups": 1, "n": 1 + seed % 3}
+    g["c"], g["k"] = 1 + seed % 5, 1 + (seed * 7) % 9  # output channels not a multiple of four too
+    results, dy, (x, w, dyv) = build(g, seed)
+    made = spy_made(monkeypatch)
+    ours, _ = run(monkeypatch, "channels_last", results, dy, dyv, threads=1 + seed % 2)
+    arg = ConvArg(g["strides"], g["padding"], g["dilation"], 1)
+    x_axes = results[0].src[0].axes
+    if live_taps(g["lengths"], g["fshape"], arg) is None and \
+            conv_channels_last.applies(x_axes, results[0].src[1].axes, arg, "float64", np):
+        assert made, g
+    reference, _ = run(monkeypatch, "im2col", results, dy, dyv)
+    expected = torch_reference(g, x, w, dyv)
+    for name, got, theirs, want in zip(("y", "dw"), ours, reference, expected):
+        scale = max(np.abs(want).max(), 1.0)
+        assert got.shape == want.shape, name
+        assert np.abs(got - want).max() <= 1e-10 * scale, (name, g)
+        assert np.abs(got - theirs).max() <= 1e-10 * scale, (name, g)
+
+
+@pytest.mark.parametrize("c,k,size,stride,fshape,threads", [
+    (64, 64, 8, 1, 3, 1),      # a ResNet-18 stage-1 layer at batch 1: 64 columns
+    (128, 256, 4, 2, 3, 1),    # a stride-2 stage entry: 4 columns
+    (64, 128, 8, 2, 1, 1),     # a 1x1 stride-2 shortcut
+    (3, 64, 32, 2, 7, 1),      # the stem: 3 channels, 7x7 stride 2 (runs of S * C = 21 floats), 256 columns
+    (512, 512, 3, 1, 3, 2),    # 21M multiply-adds: the filter's rows split over two workers
+    (7, 10, 5, 1, 3, 2),       # odd channels (10 rows: a last block of two)
+])
+def test_batch1_layers_in_float32_against_torch(monkeypatch, c, k, size, stride, fshape, threads):
+    rng = np.random.default_rng(c + k)
+    C, H, W, N = ng.make_axis(c, "C"), ng.make_axis(size, "H"), ng.make_axis(size, "W"), ng.make_axis(1, "N")
+    R, S, K = ng.make_axis(fshape, "R"), ng.make_axis(fshape, "S"), ng.make_axis(k, "K")
+    xv = rng.standard_normal((c, size, size, 1)).astype(np.float32)
+    g = rng.normal(0, 1 / np.sqrt(c * fshape * fshape), (c, fshape, fshape, k)).astype(np.float32)
+    x = ng.placeholder([C, H, W, N])
+    y = ng.convolution(x, ng.constant(g, [C, R, S, K]), strides=stride, padding=fshape // 2)
+    made = spy_made(monkeypatch)
+    monkeypatch.setenv("NG_CONV", "channels_last")
+    monkeypatch.setenv("NG_THREADS", str(threads))
+    splits: list[int] = []
+    real = narrow_gemm.times_transposed
+    monkeypatch.setattr(narrow_gemm, "times_transposed",
+                        lambda a, bt, out: splits.append(a.shape[0]) or real(a, bt, out))
+    with ng.transformers.make_transformer() as t:
+        got = t.computation(y, x)(xv)
+    want = torch.nn.functional.conv2d(torch.tensor(np.moveaxis(xv, -1, 0)), torch.tensor(np.moveaxis(g, -1, 0)),
+                                      stride=stride, padding=fshape // 2).numpy()
+    assert made == [(c, size, size, 1)]
+    np.testing.assert_allclose(got, np.moveaxis(want, 0, -1), rtol=1e-4, atol=1e-4)
+    big = k * c * fshape * fshape * got.shape[1] * got.shape[2] >= runtime.MIN_PARALLEL_FLOPS
+    assert splits == ([k // 2, k // 2] if threads == 2 and big else [k])
+
+
+def test_variable_filters_are_read_every_call(monkeypatch):
+    """A constant filter is reordered once and kept; a variable one changes in place (an optimizer's update)
+    and is reordered on every call: the second call must see the new values."""
+    monkeypatch.setenv("NG_CONV", "channels_last")
+    monkeypatch.setenv("NG_THREADS", "1")
+    rng = np.random.default_rng(3)
+    C, H, W, N = ng.make_axis(16, "C"), ng.make_axis(4, "H"), ng.make_axis(4, "W"), ng.make_axis(2, "N")
+    R, S, K = ng.make_axis(3, "R"), ng.make_axis(3, "S"), ng.make_axis(8, "K")
+    g = rng.standard_normal((16, 3, 3, 8)).astype(np.float32)
+    xv = rng.standard_normal((16, 4, 4, 2)).astype(np.float32)
+    w = ng.variable([C, R, S, K], initial_value=g)
+    x = ng.placeholder([C, H, W, N])
+    y = ng.convolution(x, w, padding=1)
+    update = ng.assign(w, w * 2.0)
+
+    def reference(filters):
+        out = torch.nn.functional.conv2d(torch.tensor(np.moveaxis(xv, -1, 0)),
+                                         torch.tensor(np.moveaxis(filters, -1, 0)), padding=1).numpy()
+        return np.moveaxis(out, 0, -1)
+
+    with ng.transformers.make_transformer() as t:
+        forward, step = t.computation(y, x), t.computation(update)
+        np.testing.assert_allclose(forward(xv), reference(g), rtol=1e-4, atol=1e-4)
+        step()
+        np.testing.assert_allclose(forward(xv), reference(2 * g), rtol=1e-4, atol=1e-4)
+
+
+def test_where_it_applies():
+    def applies(c=8, size=4, n=1, groups=1, dtype="float32", xp=np):
+        x = ng.make_axes([ng.make_axis(c, "C"), ng.make_axis(size, "H"), ng.make_axis(size, "W"),
+                          ng.make_axis(n, "N")])
+        w = ng.make_axes([ng.make_axis(c // groups, "Ci"), ng.make_axis(3, "R"), ng.make_axis(3, "S"),
+                          ng.make_axis(8, "K")])
+        return conv_channels_last.applies(x, w, ConvArg((1, 1), ((1, 1), (1, 1)), (1, 1), groups), dtype, xp)
+
+    assert applies()
+    assert applies(size=16, n=1) and not applies(size=16, n=2)  # 256 columns, then 512 (BLAS's packed kernel)
+    assert not applies(size=1)  # one column: a GEMV
+    assert not applies(groups=2)
+    assert not applies(dtype="float16")
+
+
+def test_the_reference_kernel_set_has_no_channels_last(monkeypatch):
+    monkeypatch.setenv("NG_KERNELS", "numpy")
+    assert not narrow_gemm.available("float32")
+    monkeypatch.setenv("NG_KERNELS", "auto")
+    assert narrow_gemm.available("float32") and narrow_gemm.available("float64")
+    assert not narrow_gemm.available("int32")
+
+
+def test_the_choice_measures_it_at_batch_one(monkeypatch):
+    """Under ``NG_CONV=auto`` a batch-1 8x8 layer's record holds all three of its candidates (the filter is a
+    variable: Winograd applies), and whichever is chosen gives the reference."""
+    monkeypatch.setenv("NG_CONV", "auto")
+    monkeypatch.setenv("NG_THREADS", "1")
+    rng = np.random.default_rng(5)
+    C, H, W, N = ng.make_axis(32, "C"), ng.make_axis(8, "H"), ng.make_axis(8, "W"), ng.make_axis(1, "N")
+    R, S, K = ng.make_axis(3, "R"), ng.make_axis(3, "S"), ng.make_axis(32, "K")
+    g = rng.standard_normal((32, 3, 3, 32)).astype(np.float32)
+    xv = rng.standard_normal((32, 8, 8, 1)).astype(np.float32)
+    x = ng.placeholder([C, H, W, N])
+    with ng.transformers.make_transformer() as t:
+        got = t.computation(ng.convolution(x, ng.variable([C, R, S, K], initial_value=g), padding=1), x)(xv)
+    (entry,) = conv_choice.MEASURED.values()
+    assert set(entry["ms"]) == {"im2col", "winograd", "channels_last"}
+    assert entry["chosen"] in entry["ms"]
+    want = torch.nn.functional.conv2d(torch.tensor(np.moveaxis(xv, -1, 0)), torch.tensor(np.moveaxis(g, -1, 0)),
+                                      padding=1).numpy()
+    np.testing.assert_allclose(got, np.moveaxis(want, 0, -1), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("rows,depth,cols", [(64, 576, 64), (10, 147, 17), (1, 5, 2), (4, 3000, 4), (9, 33, 1)])
+def test_times_transposed_against_numpy(dtype, rows, depth, cols):
+    """Every remainder of the four-by-four blocks (rows and columns), one column, and a strided ``out``."""
+    rng = np.random.default_rng(rows + cols)
+    a = rng.standard_normal((rows, depth)).astype(dtype)
+    bt = rng.standard_normal((cols, depth)).astype(dtype)
+    wide = np.full((rows, cols + 3), np.nan, dtype=dtype)
+    out = wide[:, 1:cols + 1]
+    narrow_gemm.times_transposed(a, bt, out)
+    tolerance = 1e-4 if dtype == "float32" else 1e-12
+    np.testing.assert_allclose(out, a @ bt.T, rtol=tolerance, atol=tolerance * np.sqrt(depth))
+    assert np.isnan(wide[:, 0]).all() and np.isnan(wide[:, cols + 1:]).all()  # nothing written outside
