@@ -13,7 +13,8 @@ Here the input is copied, padded, channels last ``(*padded, N, C)``, so the tran
 ``(positions * N, prod(F) * C)`` is one copy from a window view whose innermost runs are ``C`` floats
 (``S * C`` at batch 1: the filter's last axis and the channels are one run). The filter is held as
 ``(K, prod(F) * C)`` and ``narrow_gemm.times_transposed`` multiplies: four filter rows read once from
-memory against four columns at a time, sixteen sums in registers, no packing. Its result
+memory against four columns at a time, sixteen sums in registers, no packing (BLAS where the depth
+``prod(F) * C`` is short: ``MIN_LOOP_DEPTH``). Its result
 ``(K, positions * N)`` is the output ``[K, *out, N]`` itself (columns in ``(position, image)`` order).
 With several workers each takes a range of the filter's rows (its share of the weights).
 
@@ -45,9 +46,22 @@ from ...ir import Axes, Op
 from ...ir.conv import ConvArg, activation_roles, filter_roles
 from .. import narrow_gemm, runtime
 from .context import Kernel, KernelContext, per_object
-from .contraction import is_constant
+from .contraction import is_constant, matmul_for
 from .conv import output_lengths
 from .windows import PaddedCopy
+
+MIN_LOOP_DEPTH = 256
+"""Products shallower than this (``prod(F) * C``: the stem's 7x7x3 = 147, a 1x1 layer's C) run on BLAS, as
+``w @ colᵀ`` (a transposed view, no copy): the loop's sixteen sums per block of four rows and four columns
+are reduced across their vector lanes at the end, and with a short depth that is most of the work. Measured
+(2026-11-26, AMD EPYC, one thread, us, BLAS / the loop): ``[64, 147] @ [147, 256]`` 75-79 / 96-102,
+``[16, 27] @ [27, 256]`` 7.6 / 21; ``[32, 288] @ [288, 128]`` 48 / 35, ``[64, 576] @ [576, 128]`` 142-162 /
+118-126."""
+
+OWN_PADDED_BYTES = 1 << 18
+"""A padded copy of at most this many bytes (a batch-1 layer's) is the kernel's own array, its borders zeroed
+once; a bigger one is scratch shared with other kernels, its borders written on every call (~4 us of
+slab assignments at batch 1)."""
 
 MAX_COLUMNS = 256
 """Products of more columns (output positions times the batch) are not offered: the transposed col matrix
@@ -94,29 +108,42 @@ def conv_into(x: Op, w: Op, arg: ConvArg, dtype: str, kc: KernelContext) -> Kern
     to_last = (*roles.perm[1:rank + 1], roles.perm[rank + 1], roles.perm[0])
     filter_order = (rank + 1, *range(1, rank + 1), 0)
     col_shape = (*out_lengths, n, *fshape, c)
-    views = kc.scratch().request([(padded_shape, dtype), ((columns * depth,), dtype)])
+    # the padded copy is the kernel's own when small (its zero borders are written once), else shared scratch
+    own = math.prod(padded_shape) * xp.dtype(dtype).itemsize <= OWN_PADDED_BYTES
+    views = kc.scratch().request(([] if own else [(padded_shape, dtype)]) + [((columns * depth,), dtype)])
+    kept = xp.zeros(padded_shape, dtype=dtype) if own else None
+    interior = pad.interior
     window = per_object(_window_view(xp, fshape, arg, out_lengths))
 
     def matrix(wv):
         return xp.ascontiguousarray(wv.transpose(filter_order), dtype=dtype).reshape(k, depth)
 
     held = per_object(matrix) if is_constant(w) else matrix
+    matmul = matmul_for(xp, k * depth * columns)
     # the filter's rows split over the workers in blocks of four (each streams its share) when worth it
     blocks = -(-k // 4)
     parts = [(4 * a, min(k, 4 * b)) for a, b in runtime.split(blocks, runtime.threads())] \
         if k * depth * columns >= runtime.MIN_PARALLEL_FLOPS else [(0, k)]
 
+    gemm = narrow_gemm.compiled(dtype)
+
     def conv_channels_last_kernel(out, xv, wv):
-        padded, flat = views()
-        pad(xp, padded, xv.transpose(to_last))
+        if own:
+            (flat,) = views()
+            padded = kept
+            xp.copyto(padded[interior], xv.transpose(to_last), casting="unsafe")
+        else:
+            padded, flat = views()
+            pad(xp, padded, xv.transpose(to_last))
         col = flat.reshape(col_shape)
         xp.copyto(col, window(padded))
         wt, cols, result = held(wv), flat.reshape(columns, depth), out.reshape(k, columns)
-        if len(parts) == 1:
-            narrow_gemm.times_transposed(wt, cols, result)
+        if depth < MIN_LOOP_DEPTH:
+            matmul(wt, cols.T, result)
+        elif len(parts) == 1:
+            gemm(wt, cols, result)
         else:
-            runtime.run([functools.partial(narrow_gemm.times_transposed, wt[a:b], cols, result[a:b])
-                         for a, b in parts])
+            runtime.run([functools.partial(gemm, wt[a:b], cols, result[a:b]) for a, b in parts])
         return out
 
     return conv_channels_last_kernel

@@ -1,5 +1,5 @@
 """Convolutions of few output positions computed channels last (``kernels/conv_channels_last.py``) and the
-compiled loop they multiply with (``narrow_gemm.times_transposed``).
+compiled loop they multiply with (``narrow_gemm.compiled``, ``times_transposed``).
 
 The forward kernel (``NG_CONV=channels_last``) is checked against the im2col kernel and PyTorch in float64
 on seeded random geometries (1-3 spatial axes, odd sizes, strides, dilation, asymmetric padding, batch first
@@ -64,10 +64,11 @@ def test_random_geometries_match_im2col_and_torch(monkeypatch, seed):
 @pytest.mark.parametrize("c,k,size,stride,fshape,threads", [
     (64, 64, 8, 1, 3, 1),      # a ResNet-18 stage-1 layer at batch 1: 64 columns
     (128, 256, 4, 2, 3, 1),    # a stride-2 stage entry: 4 columns
-    (64, 128, 8, 2, 1, 1),     # a 1x1 stride-2 shortcut
-    (3, 64, 32, 2, 7, 1),      # the stem: 3 channels, 7x7 stride 2 (runs of S * C = 21 floats), 256 columns
+    (64, 128, 8, 2, 1, 1),     # a 1x1 stride-2 shortcut (depth 64: BLAS)
+    (3, 64, 32, 2, 7, 1),      # the stem: 3 channels, 7x7 stride 2 (runs of S * C = 21 floats; depth 147: BLAS)
     (512, 512, 3, 1, 3, 2),    # 21M multiply-adds: the filter's rows split over two workers
-    (7, 10, 5, 1, 3, 2),       # odd channels (10 rows: a last block of two)
+    (40, 10, 5, 1, 3, 2),      # 10 filter rows (a last block of two), 25 columns (a last block of one)
+    (256, 8, 16, 2, 3, 1),     # a 331 KB padded copy: shared scratch, its borders written every call
 ])
 def test_batch1_layers_in_float32_against_torch(monkeypatch, c, k, size, stride, fshape, threads):
     rng = np.random.default_rng(c + k)
@@ -81,17 +82,26 @@ def test_batch1_layers_in_float32_against_torch(monkeypatch, c, k, size, stride,
     monkeypatch.setenv("NG_CONV", "channels_last")
     monkeypatch.setenv("NG_THREADS", str(threads))
     splits: list[int] = []
-    real = narrow_gemm.times_transposed
-    monkeypatch.setattr(narrow_gemm, "times_transposed",
-                        lambda a, bt, out: splits.append(a.shape[0]) or real(a, bt, out))
+    real = narrow_gemm.compiled
+
+    def spying(dtype):
+        gemm = real(dtype)
+        return lambda a, bt, out: splits.append(a.shape[0]) or gemm(a, bt, out)
+
+    monkeypatch.setattr(narrow_gemm, "compiled", spying)
     with ng.transformers.make_transformer() as t:
-        got = t.computation(y, x)(xv)
+        f = t.computation(y, x)
+        f(xv + 100.0)  # a first call with other values: nothing of it may stay (borders, scratch)
+        got = f(xv)
     want = torch.nn.functional.conv2d(torch.tensor(np.moveaxis(xv, -1, 0)), torch.tensor(np.moveaxis(g, -1, 0)),
                                       stride=stride, padding=fshape // 2).numpy()
     assert made == [(c, size, size, 1)]
     np.testing.assert_allclose(got, np.moveaxis(want, 0, -1), rtol=1e-4, atol=1e-4)
-    big = k * c * fshape * fshape * got.shape[1] * got.shape[2] >= runtime.MIN_PARALLEL_FLOPS
-    assert splits == ([k // 2, k // 2] if threads == 2 and big else [k])
+    splits = splits[len(splits) // 2:]  # the second call's
+    depth = c * fshape * fshape
+    big = k * depth * got.shape[1] * got.shape[2] >= runtime.MIN_PARALLEL_FLOPS
+    assert splits == ([] if depth < conv_channels_last.MIN_LOOP_DEPTH else
+                      [k // 2, k // 2] if threads == 2 and big else [k])
 
 
 def test_variable_filters_are_read_every_call(monkeypatch):
