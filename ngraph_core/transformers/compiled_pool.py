@@ -152,18 +152,37 @@ def k(dy, dx, c0, c1, fd, fh, fw, sd, sh, sw, pd, ph, pw, fresh, cd, ch, cw):
 
 MAX1_SOURCE = _HEADER + """\
 def k(x, y, c0, c1, fd, fh, fw, sd, sh, sw, pd, ph, pw):
-""" + _LOOPS + """\
+    depth, height, width = x.shape[1], x.shape[2], x.shape[3]
+    row = np.empty(width, x.dtype)
+    for c in range(c0, c1):
+        for od in range(y.shape[1]):
+            d0 = od * sd - pd
+            for oh in range(y.shape[2]):
+                h0 = oh * sh - ph
+                for l in range(width):
+                    row[l] = -np.inf
+                for i in range(max(d0, 0), min(d0 + fd, depth)):
+                    for j in range(max(h0, 0), min(h0 + fh, height)):
+                        r = x[c, i, j]
+                        for l in range(width):
+                            a = row[l]
+                            b = r[l]
+                            row[l] = a if a >= b or a != a else b
+                for ow in range(y.shape[3]):
+                    w0 = ow * sw - pw
                     m = -np.inf
-""" + _taps(20) + """\
-                                v = x[c, i, j, l, 0]
-                                m = m if m >= v or m != m else v
-                    y[c, od, oh, ow, 0] = m
+                    for l in range(max(w0, 0), min(w0 + fw, width)):
+                        v = row[l]
+                        m = m if m >= v or m != m else v
+                    y[c, od, oh, ow] = m
 """
-"""``MAX_SOURCE`` for a batch of one: the window's maximum in a register, no per-tap batch rows. The batch
-loops above run one iteration per tap there, with a row view each. A 3x3 stride-2 pad-1 max pool at batch
-1 (2026-11-25, AMD EPYC, one thread, us, batch loops / these / the shared NumPy kernel): 64x16x16 (a
-batch-1 ResNet-18's) 109 / 56 / 65; 16x16x16 31 / 18 / 36; 64x32x32 435 / 237 / 147. Not vectorized (the
-NaN-propagating select per tap), so the NumPy kernel's whole-map passes still win on large maps."""
+"""``MAX_SOURCE`` for a batch of one, on ``(C, D, H, W)`` views: per output row, the window's input rows are
+first combined into one row of maxima (whole contiguous rows: the select vectorizes), then each output takes
+the maximum of its taps of that row. A 3x3 stride-2 pad-1 max pool at batch 1 (2026-11-25, AMD EPYC, one
+thread, us): 64x16x16 (a batch-1 ResNet-18's) 109 with the batch loops, 56 with a maximum per window tap
+by tap (not vectorized: the NaN-propagating select on stride-2 elements), 65 with the shared NumPy kernel.
+With the rows combined first (2026-11-26, same machine, a whole computation of the one pool op, tap by tap /
+rows first): 64x16x16 54 / 32 us, 16x16x16 17 / 11.5, 64x32x32 206 / 98."""
 
 AVG1_SOURCE = _HEADER + """\
 def k(x, y, c0, c1, fd, fh, fw, sd, sh, sw, pd, ph, pw, cd, ch, cw):
@@ -235,14 +254,16 @@ def pool(op: Op, kc: KernelContext) -> Kernel:
         return reference
     arg = op.arg
     layout = _Layout(op.src[0].axes, op.axes, arg, kc.dtype_of(op))
-    fn = loops(arg.op + ("1" if layout.x_shape[-1] == 1 else ""))  # a batch of one: its own loops
+    one = layout.x_shape[-1] == 1
+    fn = loops(arg.op + ("1" if one else ""))  # a batch of one: its own loops
     extra = layout.divisors if arg.op == "avg" else ()
+    drop = one and arg.op == "max"  # max1 takes (C, D, H, W) views
 
     def compiled_pool_kernel(out, x):
         xv, yv = layout.x(x), layout.y(out)
         if xv is None or yv is None:
             return reference(out, x)
-        layout.run(fn, (xv, yv), extra)
+        layout.run(fn, (xv[..., 0], yv[..., 0]) if drop else (xv, yv), extra)
         return out
 
     return compiled_pool_kernel
