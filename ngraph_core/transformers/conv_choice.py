@@ -207,10 +207,19 @@ def variant(kind: str, kernel: Kernel, kc: KernelContext, *args: Any) -> Kernel:
     """The kernel a convolution runs: ``kernel`` (im2col), or the Winograd or per-image kernel, or a measured
     choice among those that apply.
 
-    ``kind``: ``"conv"`` (``args``: x, w, arg, dtype), ``"bprop_data"`` or ``"bprop_filter"`` (``args``: the op).
+    ``kind``: ``"conv"`` (``args``: x, w, arg, dtype), ``"bprop_data"`` or ``"bprop_filter"`` (``args``: the op),
+    or ``"conv_cut"``: a forward convolution whose filter is cut to its live taps. That one is not measured: it
+    runs channels last wherever that applies (one column too), because at those sizes (a batch-1 layer on a
+    1x1 or 2x2 map) both kernels are the same product and the channels-last one does less around it.
     """
     wanted = mode()
     if wanted == "im2col":
+        return kernel
+    if kind == "conv_cut":  # a filter cut to its live taps (``args``: x, w, arg, dtype, fshape, taps)
+        x, w, arg, dtype, fshape, taps = args
+        if wanted in ("auto", "channels_last") and conv_channels_last.applies(x.axes, w.axes, arg, dtype, kc.xp,
+                                                                              fshape, fewest=1):
+            return conv_channels_last.conv_into(x, w, arg, dtype, kc, fshape, taps)
         return kernel
     makers: dict[str, Callable[[], Kernel]] = {}  # the other kernels that apply, made only when needed
     if kind == "conv":

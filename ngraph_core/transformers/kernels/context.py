@@ -105,7 +105,8 @@ class KernelContext:
         im2col: the backend's im2col maker, ``(xp, x_axes, fshape, conv_arg, dtype, x_dtype) -> Im2col``
             (None: the shared ``kernels/conv.Im2col``; the CuPy transformer gives a CUDA kernel's).
         conv_variant: ``(kind, kernel, kc, *args) -> kernel``: what a convolution kernel of ``kind``
-            (``conv``, ``bprop_data``, ``bprop_filter``) runs in place of the im2col ``kernel``
+            (``conv``, ``conv_cut``: a filter cut to its live taps, ``bprop_data``, ``bprop_filter``) runs
+            in place of the im2col ``kernel``
             (None: that kernel; the NumPy transformer gives ``conv_choice.variant``).
         blas_threads: the computation's big GEMMs run on BLAS's own threads (``runtime.blas_matmul``), not
             split over the runtime's workers: set by the NumPy transformer for a computation with no

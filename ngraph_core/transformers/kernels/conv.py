@@ -402,7 +402,9 @@ def conv_into(x: Op, w: Op, arg: ConvArg, dtype: str, kc: KernelContext) -> Call
         _conv_rows(xp, im2col, wt, groups, out, im2col.windows(xv, buffers), buffers, matmul)
         return out
 
-    return conv_kernel if index is not None else _variant(kc, "conv", conv_kernel, x, w, arg, dtype)
+    if index is not None:  # the cut filter: im2col, or channels last (``conv_choice.variant``)
+        return _variant(kc, "conv_cut", conv_kernel, x, w, arg, dtype, fshape, index)
+    return _variant(kc, "conv", conv_kernel, x, w, arg, dtype)
 
 
 def held_filter(xp: Any, index: tuple, rows: int, k: int, groups: int, dtype: str,

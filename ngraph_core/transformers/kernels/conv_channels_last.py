@@ -68,16 +68,19 @@ MAX_COLUMNS = 256
 then leaves L2 (each block of four filter rows reads all of it) and BLAS's packed kernel is at its peak."""
 
 
-def applies(x_axes: Axes, w_axes: Axes, arg: ConvArg, dtype: str, xp: Any) -> bool:
+def applies(x_axes: Axes, w_axes: Axes, arg: ConvArg, dtype: str, xp: Any, fshape: tuple[int, ...] | None = None,
+            fewest: int = 2) -> bool:
     """True when a forward convolution of these operands has this form: NumPy arrays, a float dtype that the
-    compiled loop takes (numba present, ``NG_KERNELS`` not ``numpy``), no groups, and 2 to ``MAX_COLUMNS``
-    output positions times the batch (one column is a GEMV, which BLAS streams as fast: the loop would
-    compute it four times over)."""
+    compiled loop takes (numba present, ``NG_KERNELS`` not ``numpy``), no groups, and ``fewest`` (default 2)
+    to ``MAX_COLUMNS`` output positions times the batch. One column is a GEMV, which BLAS streams as fast
+    (the loop would compute it four times over): it is offered only for a filter cut to its live taps
+    (``fshape``, see ``conv.live_taps``), where it runs on BLAS with less around it than im2col."""
     if xp.__name__ != "numpy" or arg.groups != 1 or not narrow_gemm.available(dtype):
         return False
     roles = activation_roles(x_axes, "conv")
-    fshape = filter_roles(w_axes, "conv").spatial.lengths
-    return 2 <= math.prod(output_lengths(roles.spatial.lengths, fshape, arg)) * roles.batch.length <= MAX_COLUMNS
+    fshape = fshape or filter_roles(w_axes, "conv").spatial.lengths
+    columns = math.prod(output_lengths(roles.spatial.lengths, fshape, arg)) * roles.batch.length
+    return fewest <= columns <= MAX_COLUMNS
 
 
 def _window_view(xp: Any, fshape: tuple[int, ...], arg: ConvArg, out_lengths: tuple[int, ...]) -> Any:
@@ -92,13 +95,16 @@ def _window_view(xp: Any, fshape: tuple[int, ...], arg: ConvArg, out_lengths: tu
     return lambda padded: slide(padded, window, axis=axes)[index].transpose(order)
 
 
-def conv_into(x: Op, w: Op, arg: ConvArg, dtype: str, kc: KernelContext) -> Kernel:
-    """``fn(out, xv, wv)``: the forward convolution into ``out`` ``[K, *out, N]`` (``applies`` must hold)."""
+def conv_into(x: Op, w: Op, arg: ConvArg, dtype: str, kc: KernelContext, fshape: tuple[int, ...] | None = None,
+              taps: tuple = ()) -> Kernel:
+    """``fn(out, xv, wv)``: the forward convolution into ``out`` ``[K, *out, N]`` (``applies`` must hold);
+    with ``fshape`` and ``taps``, of the filter cut to ``wv[taps]`` (its live taps, ``conv.live_taps``) under
+    the cut geometry ``arg``."""
     xp = kc.xp
     roles = activation_roles(x.axes, "conv")
     wr = filter_roles(w.axes, "conv")
     c, n, lengths = roles.channel.length, roles.batch.length, roles.spatial.lengths
-    fshape, k = wr.spatial.lengths, wr.out_channels.length
+    fshape, k = fshape or wr.spatial.lengths, wr.out_channels.length
     rank = len(lengths)
     out_lengths = output_lengths(lengths, fshape, arg)
     columns, depth = math.prod(out_lengths) * n, math.prod(fshape) * c
@@ -108,37 +114,41 @@ def conv_into(x: Op, w: Op, arg: ConvArg, dtype: str, kc: KernelContext) -> Kern
     to_last = (*roles.perm[1:rank + 1], roles.perm[rank + 1], roles.perm[0])
     filter_order = (rank + 1, *range(1, rank + 1), 0)
     col_shape = (*out_lengths, n, *fshape, c)
-    # the padded copy is the kernel's own when small (its zero borders are written once), else shared scratch
+    window = _window_view(xp, fshape, arg, out_lengths)
+    # the padded copy is the kernel's own when small (its zero borders are written once, its window view made
+    # once), else shared scratch
     own = math.prod(padded_shape) * xp.dtype(dtype).itemsize <= OWN_PADDED_BYTES
     views = kc.scratch().request(([] if own else [(padded_shape, dtype)]) + [((columns * depth,), dtype)])
     kept = xp.zeros(padded_shape, dtype=dtype) if own else None
-    interior = pad.interior
-    window = per_object(_window_view(xp, fshape, arg, out_lengths))
+    inside, kept_windows = (kept[pad.interior], window(kept)) if own else (None, None)
+    windows = per_object(window)
+    shaped = per_object(lambda flat: (flat.reshape(col_shape), flat.reshape(columns, depth)))
+    result_of = per_object(lambda out: out.reshape(k, columns))
 
     def matrix(wv):
-        return xp.ascontiguousarray(wv.transpose(filter_order), dtype=dtype).reshape(k, depth)
+        return xp.ascontiguousarray(wv[taps].transpose(filter_order), dtype=dtype).reshape(k, depth)
 
     held = per_object(matrix) if is_constant(w) else matrix
     matmul = matmul_for(xp, k * depth * columns)
+    blas = depth < MIN_LOOP_DEPTH or columns == 1
     # the filter's rows split over the workers in blocks of four (each streams its share) when worth it
     blocks = -(-k // 4)
     parts = [(4 * a, min(k, 4 * b)) for a, b in runtime.split(blocks, runtime.threads())] \
         if k * depth * columns >= runtime.MIN_PARALLEL_FLOPS else [(0, k)]
-
     gemm = narrow_gemm.compiled(dtype)
 
     def conv_channels_last_kernel(out, xv, wv):
         if own:
             (flat,) = views()
-            padded = kept
-            xp.copyto(padded[interior], xv.transpose(to_last), casting="unsafe")
+            xp.copyto(inside, xv.transpose(to_last), casting="unsafe")
+            source = kept_windows
         else:
             padded, flat = views()
-            pad(xp, padded, xv.transpose(to_last))
-        col = flat.reshape(col_shape)
-        xp.copyto(col, window(padded))
-        wt, cols, result = held(wv), flat.reshape(columns, depth), out.reshape(k, columns)
-        if depth < MIN_LOOP_DEPTH:
+            source = windows(pad(xp, padded, xv.transpose(to_last)))
+        col, cols = shaped(flat)
+        xp.copyto(col, source)
+        wt, result = held(wv), result_of(out)
+        if blas:
             matmul(wt, cols.T, result)
         elif len(parts) == 1:
             gemm(wt, cols, result)

@@ -188,3 +188,25 @@ def test_times_transposed_against_numpy(dtype, rows, depth, cols):
     tolerance = 1e-4 if dtype == "float32" else 1e-12
     np.testing.assert_allclose(out, a @ bt.T, rtol=tolerance, atol=tolerance * np.sqrt(depth))
     assert np.isnan(wide[:, 0]).all() and np.isnan(wide[:, cols + 1:]).all()  # nothing written outside
+
+
+@pytest.mark.parametrize("size,stride,mode", [(1, 1, "auto"), (2, 2, "auto"), (2, 2, "channels_last"),
+                                               (2, 2, "im2col")])
+def test_filters_cut_to_their_live_taps(monkeypatch, size, stride, mode):
+    """A 3x3 pad-1 layer of a 1x1 map (one live tap) and a stride-2 one of a 2x2 map (four: one output)
+    at batch 1: one column, a GEMV on BLAS; the cut layers run channels last unless ``NG_CONV=im2col``."""
+    monkeypatch.setenv("NG_CONV", mode)
+    monkeypatch.setenv("NG_THREADS", "1")
+    rng = np.random.default_rng(size)
+    C, H, W, N = ng.make_axis(32, "C"), ng.make_axis(size, "H"), ng.make_axis(size, "W"), ng.make_axis(1, "N")
+    R, S, K = ng.make_axis(3, "R"), ng.make_axis(3, "S"), ng.make_axis(24, "K")
+    g = rng.standard_normal((32, 3, 3, 24)).astype(np.float32)
+    xv = rng.standard_normal((32, size, size, 1)).astype(np.float32)
+    x = ng.placeholder([C, H, W, N])
+    made = spy_made(monkeypatch)
+    with ng.transformers.make_transformer() as t:
+        got = t.computation(ng.convolution(x, ng.constant(g, [C, R, S, K]), strides=stride, padding=1), x)(xv)
+    want = torch.nn.functional.conv2d(torch.tensor(np.moveaxis(xv, -1, 0)), torch.tensor(np.moveaxis(g, -1, 0)),
+                                      stride=stride, padding=1).numpy()
+    np.testing.assert_allclose(got, np.moveaxis(want, 0, -1), rtol=1e-4, atol=1e-4)
+    assert made == ([] if mode == "im2col" else [(32, size, size, 1)])
