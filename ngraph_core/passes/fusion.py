@@ -5,11 +5,12 @@ consumers when every consumer is in that one group, it is not a result, and it h
 the group's axes and float dtype; otherwise it roots a new group. Groups of two
 or more ops become one ``fused`` op whose sources are the group's external
 inputs (scalar constants are inlined). A ``dot`` or ``conv`` feeding the group, used
-only there, becomes the group's head (``FusedProgram.head``; its operands are sources
-0 and 1): one op then computes dot/conv + bias + activation, the head writing into
-the output buffer (``kernels/contraction.dot_into``, ``kernels/conv.conv_into``) and the
-element-wise epilogue running over it in place while it is in cache. The kernel
-evaluates the program in cache-sized blocks (``transformers/kernels/fused.py``).
+only there (a conv also through a ``cast_axes`` that only renames its axes), becomes the
+group's head (``FusedProgram.head``; its operands are sources 0 and 1): one op then
+computes dot/conv + bias + activation, the head writing into the output buffer
+(``kernels/contraction.dot_into``, ``kernels/conv.conv_into``) and the element-wise
+epilogue running over it in place while it is in cache. The kernel evaluates the
+program in cache-sized blocks (``transformers/kernels/fused.py``).
 
 Measured (2026-11-22, 1 thread, float32, 2 vCPUs shared with other jobs, load ~5, so
 noisy): conv 3x3 32->64 on 16x16, batch 64, pad 1, + bias + relu forward, medians of 7x10
@@ -63,16 +64,26 @@ def _groups(order: Sequence[Op], results: set[Op]) -> dict[Op, list[Op]]:
 HEADS = frozenset({OpType.DOT, OpType.CONV})
 
 
-def _head(members: list[Op], users: dict[Op, list[Op]], results: set[Op]) -> Op | None:
+def _head(members: list[Op], users: dict[Op, list[Op]], results: set[Op]) -> tuple[Op | None, Op | None]:
+    """The group's head (a ``dot`` or ``conv`` used only by one member), and the renaming it is read through
+    (or None): an imported model's conv feeds its bias through a ``cast_axes`` to fresh axis names, which
+    changes no element's place when the lengths keep their order. (A conv kernel writes by position; a dot's
+    reads its output's axis names, so a dot is a head only under its own axes.)"""
     for op in members:
         for s in op.src:
-            if (s.op in HEADS and s.axes == op.axes and s.dtype == op.dtype and s not in results
-                    and users[s] == [op] and all(x.dtype == s.dtype for x in s.src)):
-                return s
-    return None
+            view = None
+            if (s.op is OpType.CAST_AXES and s.src[0].op is OpType.CONV and users[s] == [op] and s not in results
+                    and s.axes.lengths == s.src[0].axes.lengths and users[s.src[0]] == [s]):
+                s, view = s.src[0], s
+            if (s.op in HEADS and s.axes.lengths == op.axes.lengths and (view is not None or s.axes == op.axes)
+                    and s.dtype == op.dtype and s not in results and users[s] == [op if view is None else view]
+                    and all(x.dtype == s.dtype for x in s.src)):
+                return s, view
+    return None, None
 
 
-def _program(root: Op, members: list[Op], head: Op | None) -> tuple[FusedProgram, list[Op]]:
+def _program(root: Op, members: list[Op], head: Op | None, view: Op | None = None
+             ) -> tuple[FusedProgram, list[Op]]:
     index = {op: j for j, op in enumerate(members)}
     first = 2 if head is not None else 0  # input refs count the head's operands too
     inputs: list[Op] = []
@@ -83,7 +94,7 @@ def _program(root: Op, members: list[Op], head: Op | None) -> tuple[FusedProgram
             value = _inline_constant(s)
             if s in index:
                 refs.append(("t", index[s]))
-            elif s is head:
+            elif s is head or (view is not None and s is view):
                 refs.append(("d",))
             elif value is not None:
                 refs.append(("c", value))
@@ -104,7 +115,7 @@ def fuse_elementwise(roots: list[Op]) -> list[Op]:
     users = consumers(order)
     fused: dict[Op, tuple[FusedProgram, list[Op]]] = {}
     for root, members in _groups(order, results).items():
-        fused[root] = _program(root, members, _head(members, users, results))
+        fused[root] = _program(root, members, *_head(members, users, results))
     if not fused:
         return roots
     new: dict[Op, Op] = {}

@@ -60,3 +60,31 @@ def test_fused_conv_forward_and_gradients_match_unoptimized(strides, padding, gr
                 assert heads == ["conv"], heads
     for got, want in zip(*runs):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_a_conv_read_through_a_renaming_is_a_head():
+    """An imported model renames a conv's output axes before its bias (``cast_axes``, same lengths in the
+    same order): the conv is still the head, and the output the unfused one. A dot read through a renaming
+    is not (its kernel reads the output's axis names)."""
+    x = ng.placeholder([C, H, W, N])
+    w = ng.constant(np.random.default_rng(2).standard_normal((3, 3, 3, 8)).astype(np.float32), [C, R, S, K])
+    h = ng.convolution(x, w, padding=1)
+    renamed = ng.cast_axes(h, [ng.make_axis(a.length, name=f"{a.name}2") for a in h.axes])
+    b = ng.constant(np.linspace(-0.5, 0.5, 8, dtype=np.float32), [renamed.axes[0]])
+    y = ng.relu(renamed + b)
+    (fused,) = fuse_elementwise([y])
+    assert fused.arg.head == "conv" and fused.src[:2] == (x, w)
+    assert repr(fused.arg) == "relu(add(conv(x0, x1), x2))"
+    xv = np.random.default_rng(3).standard_normal(x.axes.lengths).astype(np.float32)
+    runs = []
+    for optimize in (True, False):
+        with ng.transformers.make_transformer(optimize=optimize) as t:
+            runs.append(t.computation(y, x)(xv))
+    np.testing.assert_allclose(runs[0], runs[1], rtol=1e-5, atol=1e-5)
+
+    a = ng.placeholder([ng.make_axis(5, name="A"), ng.make_axis(4, name="B")])
+    m = ng.constant(np.ones((4, 3), np.float32), [a.axes[1], ng.make_axis(3, name="D")])
+    product = ng.dot(a, m)
+    z = ng.relu(ng.cast_axes(product, [ng.make_axis(5, name="A2"), ng.make_axis(3, name="D2")]) + 1.0)
+    (fused,) = fuse_elementwise([z])
+    assert fused.arg.head is None
