@@ -34,6 +34,7 @@ from ..ir.conv import ConvArg, activation_roles, filter_roles
 from . import winograd
 from .kernels import conv_channels_last, conv_image
 from .kernels.context import Kernel, KernelContext
+from .kernels.conv import Epilogue, finishing
 from .numba_kernels import cache_dir, reference_only
 
 ALGORITHMS = ("im2col", "winograd", "image", "channels_last")
@@ -203,14 +204,18 @@ def _columns(x: Op, arg: ConvArg) -> int:
     return tiles * roles.batch.length
 
 
-def variant(kind: str, kernel: Kernel, kc: KernelContext, *args: Any) -> Kernel:
-    """The kernel a convolution runs: ``kernel`` (im2col), or the Winograd or per-image kernel, or a measured
-    choice among those that apply.
+def variant(kind: str, kernel: Kernel, kc: KernelContext, *args: Any, epilogue: Epilogue | None = None) -> Kernel:
+    """The kernel a convolution runs: ``kernel`` (im2col), or the Winograd, per-image or channels-last kernel,
+    or a measured choice among those that apply.
 
     ``kind``: ``"conv"`` (``args``: x, w, arg, dtype), ``"bprop_data"`` or ``"bprop_filter"`` (``args``: the op),
     or ``"conv_cut"``: a forward convolution whose filter is cut to its live taps. That one is not measured: it
     runs channels last wherever that applies (one column too), because at those sizes (a batch-1 layer on a
     1x1 or 2x2 map) both kernels are the same product and the channels-last one does less around it.
+
+    A forward kernel may come with the ``epilogue`` of the fused op it heads (``kernel`` applies it): every
+    candidate then applies it too (the channels-last kernel as it stores, the others after), the candidates
+    are timed with it, and the record's key says so (``conv+epilogue``).
     """
     wanted = mode()
     if wanted == "im2col":
@@ -219,19 +224,20 @@ def variant(kind: str, kernel: Kernel, kc: KernelContext, *args: Any) -> Kernel:
         x, w, arg, dtype, fshape, taps = args
         if wanted in ("auto", "channels_last") and conv_channels_last.applies(x.axes, w.axes, arg, dtype, kc.xp,
                                                                               fshape, fewest=1):
-            return conv_channels_last.conv_into(x, w, arg, dtype, kc, fshape, taps)
+            return conv_channels_last.conv_into(x, w, arg, dtype, kc, fshape, taps, epilogue=epilogue)
         return kernel
     makers: dict[str, Callable[[], Kernel]] = {}  # the other kernels that apply, made only when needed
     if kind == "conv":
         x, w, arg, dtype = args
         if winograd.eligible(filter_roles(w.axes, "conv").spatial.lengths, arg, dtype, kc.xp) and \
                 not (wanted == "auto" and _columns(x, arg) < MIN_COLUMNS):  # (weight-bound: MIN_COLUMNS)
-            makers["winograd"] = lambda: winograd.conv_into(x, w, arg, dtype, kc)
+            makers["winograd"] = lambda: finishing(winograd.conv_into(x, w, arg, dtype, kc), epilogue)
         if conv_image.applies(x.axes, kc.xp):
-            makers["image"] = lambda: conv_image.conv_into(x, w, arg, dtype, kc)
+            makers["image"] = lambda: finishing(conv_image.conv_into(x, w, arg, dtype, kc), epilogue)
         if conv_channels_last.applies(x.axes, w.axes, arg, dtype, kc.xp):
-            makers["channels_last"] = lambda: conv_channels_last.conv_into(x, w, arg, dtype, kc)
+            makers["channels_last"] = lambda: conv_channels_last.conv_into(x, w, arg, dtype, kc, epilogue=epilogue)
         shapes = (x.axes.lengths, w.axes.lengths)
+        kind = kind if epilogue is None else "conv+epilogue"  # (the record's key)
     else:
         (op,) = args
         filters = op.src[1] if kind == "bprop_data" else op

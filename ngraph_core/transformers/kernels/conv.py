@@ -371,8 +371,43 @@ def _live_geometry(lengths: tuple[int, ...], fshape: tuple[int, ...], arg: ConvA
     return dataclasses.replace(arg, padding=tuple(padding))
 
 
-def conv_into(x: Op, w: Op, arg: ConvArg, dtype: str, kc: KernelContext) -> Callable[[Any, Any, Any], Any]:
-    """``fn(out, xv, wv)`` writing conv(xv, wv) (``x``'s and ``w``'s axes) into ``out`` ``[K, *out, N]``.
+@dataclasses.dataclass(frozen=True)
+class Epilogue:
+    """What a ``fused`` op computes after its conv head, handed to the convolution kernel.
+
+    Attributes:
+        steps: in program order, each ``("bias", i)`` (add input ``i``: a per-output-channel vector broadcast
+            over the rest of the output), ``("add", i)`` (add input ``i``, laid out as the output) or
+            ``("relu", None)``.
+        finish: ``finish(out, *inputs)`` runs those steps over ``out`` in place: what a kernel that computes the
+            convolution alone does after it.
+
+    Input ``i`` is the kernel's ``i``-th argument after ``out, xv, wv``. The channels-last kernel applies the
+    steps as its compiled loop stores each sum (``kernels/conv_channels_last.py``); the others run ``finish``.
+    """
+
+    steps: tuple[tuple[str, int | None], ...]
+    finish: Callable[..., Any] = dataclasses.field(compare=False)
+
+
+def finishing(kernel: Kernel, epilogue: Epilogue | None) -> Kernel:
+    """``kernel`` (``fn(out, xv, wv)``), followed by ``epilogue.finish`` over its output (None: ``kernel``)."""
+    if epilogue is None:
+        return kernel
+    finish = epilogue.finish
+
+    def finished_kernel(out, xv, wv, *inputs):
+        kernel(out, xv, wv)
+        finish(out, *inputs)
+        return out
+
+    return finished_kernel
+
+
+def conv_into(x: Op, w: Op, arg: ConvArg, dtype: str, kc: KernelContext,
+              epilogue: Epilogue | None = None) -> Callable[..., Any]:
+    """``fn(out, xv, wv)`` writing conv(xv, wv) (``x``'s and ``w``'s axes) into ``out`` ``[K, *out, N]``; with an
+    ``epilogue``, ``fn(out, xv, wv, *inputs)`` then applying it.
 
     The ``conv`` kernel, and the head of a ``fused`` op (``kernels/fused.py``).
 
@@ -403,8 +438,9 @@ def conv_into(x: Op, w: Op, arg: ConvArg, dtype: str, kc: KernelContext) -> Call
         return out
 
     if index is not None:  # the cut filter: im2col, or channels last (``conv_choice.variant``)
-        return _variant(kc, "conv_cut", conv_kernel, x, w, arg, dtype, fshape, index)
-    return _variant(kc, "conv", conv_kernel, x, w, arg, dtype)
+        return _variant(kc, "conv_cut", finishing(conv_kernel, epilogue), x, w, arg, dtype, fshape, index,
+                        epilogue=epilogue)
+    return _variant(kc, "conv", finishing(conv_kernel, epilogue), x, w, arg, dtype, epilogue=epilogue)
 
 
 def held_filter(xp: Any, index: tuple, rows: int, k: int, groups: int, dtype: str,
@@ -426,9 +462,14 @@ def held_filter(xp: Any, index: tuple, rows: int, k: int, groups: int, dtype: st
     return per_object(matrix) if constant else matrix
 
 
-def _variant(kc: KernelContext, kind: str, kernel: Kernel, *args: Any) -> Kernel:
-    """``kernel``, or what the backend's ``conv_variant`` runs instead (``transformers/winograd.py``)."""
-    return kernel if kc.conv_variant is None else kc.conv_variant(kind, kernel, kc, *args)
+def _variant(kc: KernelContext, kind: str, kernel: Kernel, *args: Any, epilogue: Epilogue | None = None) -> Kernel:
+    """``kernel``, or what the backend's ``conv_variant`` runs instead (``transformers/conv_choice.py``); a forward
+    kernel's ``epilogue`` goes with it (``kernel`` already applies it)."""
+    if kc.conv_variant is None:
+        return kernel
+    if epilogue is None:
+        return kc.conv_variant(kind, kernel, kc, *args)
+    return kc.conv_variant(kind, kernel, kc, *args, epilogue=epilogue)
 
 
 def conv(op: Op, kc: KernelContext) -> Kernel:

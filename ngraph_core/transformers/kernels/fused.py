@@ -35,7 +35,7 @@ from ...ir import FusedProgram, Op, OpType
 from .. import runtime
 from .context import Kernel, KernelContext
 from .contraction import dot_into
-from .conv import conv_into
+from .conv import Epilogue, conv_into
 from .elementwise import step_function
 
 BLOCK_ELEMENTS = 65536
@@ -77,6 +77,34 @@ def _compile(xp: Any, program: FusedProgram) -> tuple[list[tuple[Callable[..., A
     return steps, n_slots
 
 
+def epilogue_steps(op: Op) -> tuple[tuple[str, int | None], ...] | None:
+    """A conv-headed fused op's program as ``conv.Epilogue`` steps, or None when it is not one: a chain from
+    the conv's value of at most one add of a per-channel bias (a ``broadcast`` of a vector over the output's
+    first axis), at most one add of an input laid out as the output (a residual), in either order, then an
+    optional relu. ResNet's ``relu(conv + b)`` and ``relu(conv + b + shortcut)`` are such."""
+    prev: tuple = ("d",)
+    spec: list[tuple[str, int | None]] = []
+    for j, (kind, refs) in enumerate(op.arg.steps):
+        if kind is OpType.RELU and refs == (prev,):
+            spec.append(("relu", None))
+        elif kind is OpType.ADD and len(refs) == 2 and prev in refs and refs[0] != refs[1]:
+            other = refs[1] if refs[0] == prev else refs[0]
+            if other[0] != "in":
+                return None
+            src = op.src[other[1]]
+            if src.dtype != op.dtype or src.axes != op.axes:
+                return None
+            bias = src.op is OpType.BROADCAST and len(src.src[0].axes) == 1 and src.src[0].axes[0] == op.axes[0]
+            spec.append(("bias" if bias else "add", other[1] - 2))
+        else:
+            return None
+        prev = ("t", j)
+    kinds = [step for step, _ in spec]
+    if not spec or len(set(kinds)) != len(kinds) or ("relu" in kinds and kinds[-1] != "relu"):
+        return None
+    return tuple(spec)
+
+
 def _head(op: Op, kc: KernelContext) -> Callable[[Any, Any, Any], Any] | None:
     """``fn(out, a, b)`` computing the program's head (``dot`` or ``conv``) into ``out``, or None."""
     program, dtype = op.arg, kc.dtype_of(op)
@@ -99,6 +127,13 @@ def fused(op: Op, kc: KernelContext) -> Kernel:
     shape = op.axes.lengths
     if not shape:  # a scalar: nothing to block
         return unblocked(op, kc)
+    spec = epilogue_steps(op) if program.head == "conv" and xp.__name__ == "numpy" and \
+        op.axes.size <= BLOCK_ELEMENTS else None
+    if spec is not None:  # conv + bias/residual/relu, small: the convolution kernel applies them
+        temps = [xp.empty(shape, dtype=dtype) for _ in range(n_slots)]
+        block = _single_block(steps, temps, None, len(op.src))
+        return conv_into(op.src[0], op.src[1], program.conv, dtype, kc,
+                         Epilogue(spec, lambda out, *inputs: block(out, None, None, *inputs)))
     head = _head(op, kc)
     size = 1
     for n in shape:

@@ -36,7 +36,8 @@ def spy_made(monkeypatch) -> list[tuple[int, ...]]:
     """Records the input shape of every channels-last kernel made."""
     made: list[tuple[int, ...]] = []
     real = conv_channels_last.conv_into
-    monkeypatch.setattr(conv_channels_last, "conv_into", lambda x, *a: made.append(x.axes.lengths) or real(x, *a))
+    monkeypatch.setattr(conv_channels_last, "conv_into",
+                        lambda x, *a, **k: made.append(x.axes.lengths) or real(x, *a, **k))
     return made
 
 
@@ -84,9 +85,9 @@ def test_batch1_layers_in_float32_against_torch(monkeypatch, c, k, size, stride,
     splits: list[int] = []
     real = narrow_gemm.compiled
 
-    def spying(dtype):
-        gemm = real(dtype)
-        return lambda a, bt, out: splits.append(a.shape[0]) or gemm(a, bt, out)
+    def spying(dtype, *epilogue):
+        gemm = real(dtype, *epilogue)
+        return lambda a, bt, out, *rest: splits.append(a.shape[0]) or gemm(a, bt, out, *rest)
 
     monkeypatch.setattr(narrow_gemm, "compiled", spying)
     with ng.transformers.make_transformer() as t:
@@ -210,3 +211,71 @@ def test_filters_cut_to_their_live_taps(monkeypatch, size, stride, mode):
                                       stride=stride, padding=1).numpy()
     np.testing.assert_allclose(got, np.moveaxis(want, 0, -1), rtol=1e-4, atol=1e-4)
     assert made == ([] if mode == "im2col" else [(32, size, size, 1)])
+
+
+def residual_block(c: int, k: int, size: int, seed: int, order: str = "bias-first"):
+    """``relu(conv(x, w) + b + r)`` (or ``+ r + b``) at batch 1, ``r`` a second input: (y, x, r, feeds)."""
+    rng = np.random.default_rng(seed)
+    C, H, W, N = ng.make_axis(c, "C"), ng.make_axis(size, "H"), ng.make_axis(size, "W"), ng.make_axis(1, "N")
+    R, S, K = ng.make_axis(3, "R"), ng.make_axis(3, "S"), ng.make_axis(k, "K")
+    x = ng.placeholder([C, H, W, N])
+    w = ng.constant(rng.normal(0, 1 / np.sqrt(9 * c), (c, 3, 3, k)).astype(np.float32), [C, R, S, K])
+    h = ng.convolution(x, w, padding=1)
+    b = ng.constant(rng.standard_normal(k).astype(np.float32), [h.axes[0]])
+    r = ng.placeholder(h.axes)
+    y = ng.relu((h + b) + r) if order == "bias-first" else ng.relu((h + r) + b)
+    feeds = (rng.standard_normal((c, size, size, 1)).astype(np.float32),
+             rng.standard_normal((k, size, size, 1)).astype(np.float32))
+    return y, x, r, feeds
+
+
+def test_epilogue_steps_are_read_from_the_program():
+    from ngraph_core.passes.fusion import fuse_elementwise
+    from ngraph_core.transformers.kernels.fused import epilogue_steps
+
+    y, *_ = residual_block(8, 8, 4, 0)
+    (fused,) = fuse_elementwise([y])
+    assert epilogue_steps(fused) == (("bias", 0), ("add", 1), ("relu", None))
+    y, *_ = residual_block(8, 8, 4, 0, order="residual-first")
+    (fused,) = fuse_elementwise([y])
+    assert [step for step, _ in epilogue_steps(fused)] == ["add", "bias", "relu"]
+    h = y.src[0].src[0].src[0]  # the conv
+    for other in (ng.relu(h * 2.0), ng.relu(h + h), ng.relu(ng.relu(h) + 1.0), ng.tanh(h + 1.0)):
+        (fused,) = fuse_elementwise([other])
+        assert fused.arg.head != "conv" or epilogue_steps(fused) is None, repr(fused.arg)
+
+
+@pytest.mark.parametrize("mode", ["channels_last", "auto", "im2col"])
+@pytest.mark.parametrize("order", ["bias-first", "residual-first"])
+def test_a_fused_conv_bias_residual_relu(monkeypatch, mode, order):
+    """The epilogue applied as the loop stores each sum rounds as the separate ufuncs do: channels last, the
+    fused computation equals the unfused one bit for bit; every mode matches it."""
+    monkeypatch.setenv("NG_CONV", mode)
+    monkeypatch.setenv("NG_THREADS", "1")
+    y, x, r, (xv, rv) = residual_block(32, 24, 4, 1, order)
+    runs = []
+    for optimize in (True, False):
+        with ng.transformers.make_transformer(optimize=optimize) as t:
+            f = t.computation(y, x, r)
+            if optimize:
+                assert [op.arg.head for op in f.graph.order if op.op.value == "fused"] == ["conv"]
+            f(xv + 1.0, rv)  # a call with other values first
+            runs.append(f(xv, rv))
+    if mode == "channels_last":
+        np.testing.assert_array_equal(runs[0], runs[1])
+    np.testing.assert_allclose(runs[0], runs[1], rtol=1e-5, atol=1e-5)
+    assert (runs[0] >= 0).all() and (runs[0] == 0).any()
+
+
+@pytest.mark.parametrize("c,k,size,threads", [(512, 512, 3, 2), (8, 12, 5, 1)])
+def test_the_epilogue_split_over_workers_and_on_blas(monkeypatch, c, k, size, threads):
+    """A layer big enough to split the filter's rows over two workers (each gets its rows of the bias and the
+    residual), and a shallow one (depth 72: BLAS, then the program's steps)."""
+    monkeypatch.setenv("NG_CONV", "channels_last")
+    monkeypatch.setenv("NG_THREADS", str(threads))
+    y, x, r, (xv, rv) = residual_block(c, k, size, 2)
+    runs = []
+    for optimize in (True, False):
+        with ng.transformers.make_transformer(optimize=optimize) as t:
+            runs.append(t.computation(y, x, r)(xv, rv))
+    np.testing.assert_array_equal(runs[0], runs[1])
