@@ -210,8 +210,9 @@ def variant(kind: str, kernel: Kernel, kc: KernelContext, *args: Any, epilogue: 
 
     ``kind``: ``"conv"`` (``args``: x, w, arg, dtype), ``"bprop_data"`` or ``"bprop_filter"`` (``args``: the op),
     or ``"conv_cut"``: a forward convolution whose filter is cut to its live taps. That one is not measured: it
-    runs channels last wherever that applies (one column too), because at those sizes (a batch-1 layer on a
-    1x1 or 2x2 map) both kernels are the same product and the channels-last one does less around it.
+    runs channels last wherever that applies, because at those sizes (a batch-1 layer on a 1x1 or 2x2 map)
+    the product is weight-bound and the channels-last loop streams the weights faster than BLAS (see
+    ``conv_channels_last.MIN_LOOP_DEPTH``), with less around it.
 
     A forward kernel may come with the ``epilogue`` of the fused op it heads (``kernel`` applies it): every
     candidate then applies it too (the channels-last kernel as it stores, the others after), the candidates
@@ -223,7 +224,7 @@ def variant(kind: str, kernel: Kernel, kc: KernelContext, *args: Any, epilogue: 
     if kind == "conv_cut":  # a filter cut to its live taps (``args``: x, w, arg, dtype, fshape, taps)
         x, w, arg, dtype, fshape, taps = args
         if wanted in ("auto", "channels_last") and conv_channels_last.applies(x.axes, w.axes, arg, dtype, kc.xp,
-                                                                              fshape, fewest=1):
+                                                                              fshape):
             return conv_channels_last.conv_into(x, w, arg, dtype, kc, fshape, taps, epilogue=epilogue)
         return kernel
     makers: dict[str, Callable[[], Kernel]] = {}  # the other kernels that apply, made only when needed

@@ -5,7 +5,8 @@ is under im2col (ResNet-18 on 32x32 images: ``[256, 2304] @ [2304, 4]`` at the 2
 dense layer in neon's batch-last layout is at batch 2-4. OpenBLAS packs ``a`` for so few columns and
 ran those 2.4 MB of weights at 144 us with them in cache and 330-450 us from memory; the loop here
 took 54 us and 180 us (2026-11-25, AMD EPYC, one thread); ``[512, 4608] @ [4608, 2]`` 308 against 579 us.
-With one column BLAS's GEMV is as fast.
+With one column BLAS's GEMV was as fast (before the quartered rows below; see
+``conv_channels_last.MIN_LOOP_DEPTH`` for one column now).
 
 The loop (``times_transposed``, ``out = a @ btᵀ``) holds a block of four rows of ``a`` and four rows of
 ``bt`` (four columns of the product) and runs their sixteen dot products together, sixteen sums in
@@ -16,9 +17,11 @@ packed. The four rows are ``i, i + q, i + 2q, i + 3q`` (``q``: a quarter of the 
 read streams runs on through memory from one block to the next; with four adjacent rows three streams
 started anew at every block. The 17 MB of a batch-1 ResNet-18's weights, cycled as in an inference
 (2026-11-26, AMD EPYC, one thread, the two alternating in one process): 1.51 ms adjacent, 1.135 ms quartered;
-``[256, 2304] @ [2304, 4]`` 150 against 117-120 us, ``[512, 512] @ [512, 4]`` 89-91 against 39-42. With ``bt`` given transposed (the channels-last col matrix of ``kernels/conv_channels_last.py``)
-it beat OpenBLAS at every column count a small-map convolution has (2026-11-26, AMD EPYC, one thread, us
-per call, weights in cache / the 17 MB of a batch-1 ResNet-18's layers cycled as in an inference):
+``[256, 2304] @ [2304, 4]`` 150 against 117-120 us, ``[512, 512] @ [512, 4]`` 89-91 against 39-42.
+
+With ``bt`` given transposed (the channels-last col matrix of ``kernels/conv_channels_last.py``) it beat
+OpenBLAS at every column count a small-map convolution has (2026-11-26, AMD EPYC, one thread, us per call,
+weights in cache / the 17 MB of a batch-1 ResNet-18's layers cycled as in an inference; rows adjacent):
 
 =======================  ===================  ================
 product                  OpenBLAS             this loop

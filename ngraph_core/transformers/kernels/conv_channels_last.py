@@ -56,7 +56,9 @@ MIN_LOOP_DEPTH = 256
 are reduced across their vector lanes at the end, and with a short depth that is most of the work. Measured
 (2026-11-26, AMD EPYC, one thread, us, BLAS / the loop): ``[64, 147] @ [147, 256]`` 75-79 / 96-102,
 ``[16, 27] @ [27, 256]`` 7.6 / 21; ``[32, 288] @ [288, 128]`` 48 / 35, ``[64, 576] @ [576, 128]`` 142-162 /
-118-126."""
+118-126. One column (a batch-1 layer of a 1x1 map) goes to the loop too: it computes the column four times
+over but streams the filter faster than BLAS's GEMV (the weights of a batch-1 ResNet-18 cycled as in an
+inference: ``[512, 1024]`` 59 against 76 us, ``[512, 512]`` 27-29 against 34-35, ``[512, 256]`` 17 against 25)."""
 
 OWN_PADDED_BYTES = 1 << 18
 """A padded copy of at most this many bytes (a batch-1 layer's) is the kernel's own array, its borders zeroed
@@ -68,19 +70,17 @@ MAX_COLUMNS = 256
 then leaves L2 (each block of four filter rows reads all of it) and BLAS's packed kernel is at its peak."""
 
 
-def applies(x_axes: Axes, w_axes: Axes, arg: ConvArg, dtype: str, xp: Any, fshape: tuple[int, ...] | None = None,
-            fewest: int = 2) -> bool:
+def applies(x_axes: Axes, w_axes: Axes, arg: ConvArg, dtype: str, xp: Any, fshape: tuple[int, ...] | None = None
+            ) -> bool:
     """True when a forward convolution of these operands has this form: NumPy arrays, a float dtype that the
-    compiled loop takes (numba present, ``NG_KERNELS`` not ``numpy``), no groups, and ``fewest`` (default 2)
-    to ``MAX_COLUMNS`` output positions times the batch. One column is a GEMV, which BLAS streams as fast
-    (the loop would compute it four times over): it is offered only for a filter cut to its live taps
-    (``fshape``, see ``conv.live_taps``), where it runs on BLAS with less around it than im2col."""
+    compiled loop takes (numba present, ``NG_KERNELS`` not ``numpy``), no groups, and at most ``MAX_COLUMNS``
+    output positions times the batch (``fshape``: the filter's spatial lengths when it is cut to its live
+    taps, ``conv.live_taps``)."""
     if xp.__name__ != "numpy" or arg.groups != 1 or not narrow_gemm.available(dtype):
         return False
     roles = activation_roles(x_axes, "conv")
     fshape = fshape or filter_roles(w_axes, "conv").spatial.lengths
-    columns = math.prod(output_lengths(roles.spatial.lengths, fshape, arg)) * roles.batch.length
-    return fewest <= columns <= MAX_COLUMNS
+    return math.prod(output_lengths(roles.spatial.lengths, fshape, arg)) * roles.batch.length <= MAX_COLUMNS
 
 
 def _window_view(xp: Any, fshape: tuple[int, ...], arg: ConvArg, out_lengths: tuple[int, ...]) -> Any:
@@ -104,7 +104,7 @@ def conv_into(x: Op, w: Op, arg: ConvArg, dtype: str, kc: KernelContext, fshape:
     With an ``epilogue`` (a fused op's bias, residual and relu after this head) it is ``fn(out, xv, wv,
     *inputs)``, and the compiled loop applies the steps to each sum as it stores it: one pass instead of the
     conv's and then the fused program's (three NumPy ufuncs over the output, ~6 us a layer at batch 1). On
-    BLAS (a shallow product, one column) ``epilogue.finish`` runs after the product."""
+    BLAS (a shallow product) ``epilogue.finish`` runs after the product."""
     xp = kc.xp
     roles = activation_roles(x.axes, "conv")
     wr = filter_roles(w.axes, "conv")
@@ -135,7 +135,7 @@ def conv_into(x: Op, w: Op, arg: ConvArg, dtype: str, kc: KernelContext, fshape:
 
     held = per_object(matrix) if is_constant(w) else matrix
     matmul = matmul_for(xp, k * depth * columns)
-    blas = depth < MIN_LOOP_DEPTH or columns == 1
+    blas = depth < MIN_LOOP_DEPTH
     # the filter's rows split over the workers in blocks of four (each streams its share) when worth it
     blocks = -(-k // 4)
     parts = [(4 * a, min(k, 4 * b)) for a, b in runtime.split(blocks, runtime.threads())] \
