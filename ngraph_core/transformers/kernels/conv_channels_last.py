@@ -123,7 +123,7 @@ def conv_into(x: Op, w: Op, arg: ConvArg, dtype: str, kc: KernelContext, fshape:
     # the padded copy is the kernel's own when small (its zero borders are written once, its window view made
     # once), else shared scratch
     own = math.prod(padded_shape) * xp.dtype(dtype).itemsize <= OWN_PADDED_BYTES
-    views = kc.scratch().request(([] if own else [(padded_shape, dtype)]) + [((columns * depth,), dtype)])
+    views_of = kc.scratch().request
     kept = xp.zeros(padded_shape, dtype=dtype) if own else None
     inside, kept_windows = (kept[pad.interior], window(kept)) if own else (None, None)
     windows = per_object(window)
@@ -136,12 +136,21 @@ def conv_into(x: Op, w: Op, arg: ConvArg, dtype: str, kc: KernelContext, fshape:
     held = per_object(matrix) if is_constant(w) else matrix
     matmul = matmul_for(xp, k * depth * columns)
     blas = depth < MIN_LOOP_DEPTH
+    # on BLAS with more columns than filter rows (the stem: [64, 147] @ [147, 256]) the product is computed
+    # transposed, col @ filterᵀ (50 against 64 us there), and stored transposed with the epilogue
+    wide = blas and columns >= k
+    held_t = per_object(lambda wv: xp.ascontiguousarray(held(wv).T)) if is_constant(w) else \
+        (lambda wv: xp.ascontiguousarray(held(wv).T))
+    request = [((columns * k,), dtype)] if wide else []
+    steps = tuple(step for step, _ in epilogue.steps) if epilogue is not None else ()
+    store = narrow_gemm.transposed_store(dtype, steps) if wide else None
     # the filter's rows split over the workers in blocks of four (each streams its share) when worth it
     blocks = -(-k // 4)
     parts = [(4 * a, min(k, 4 * b)) for a, b in runtime.split(blocks, runtime.threads())] \
         if k * depth * columns >= runtime.MIN_PARALLEL_FLOPS else [(0, k)]
-    in_loop = epilogue is not None and not blas
-    gemm = narrow_gemm.compiled(dtype, tuple(step for step, _ in epilogue.steps) if in_loop else ())
+    views = views_of(([] if own else [(padded_shape, dtype)]) + [((columns * depth,), dtype)] + request)
+    in_loop = epilogue is not None and (not blas or wide)  # the loop's or the transposed store's
+    gemm = narrow_gemm.compiled(dtype, steps if in_loop and not blas else ())
     finish = epilogue.finish if epilogue is not None and not in_loop else None
     at = {step: i for step, i in epilogue.steps} if epilogue is not None else {}
     bias_at, res_at = at.get("bias"), at.get("add")
@@ -149,21 +158,28 @@ def conv_into(x: Op, w: Op, arg: ConvArg, dtype: str, kc: KernelContext, fshape:
     unused = (xp.zeros(1, dtype=dtype), xp.zeros((1, 1), dtype=dtype))  # for the steps a loop does not have
 
     def conv_channels_last_kernel(out, xv, wv, *inputs):
+        buffers = views()
         if own:
-            (flat,) = views()
+            flat = buffers[0]
             xp.copyto(inside, xv.transpose(to_last), casting="unsafe")
             source = kept_windows
         else:
-            padded, flat = views()
+            padded, flat = buffers[:2]
             source = windows(pad(xp, padded, xv.transpose(to_last)))
         col, cols = shaped(flat)
         xp.copyto(col, source)
-        wt, result = held(wv), result_of(out)
-        if blas:
-            matmul(wt, cols.T, result)
-        elif in_loop:
+        result = result_of(out)
+        if in_loop:
             bias = vector(inputs[bias_at]) if bias_at is not None else unused[0]
             res = inputs[res_at].reshape(k, columns) if res_at is not None else unused[1]  # (read only)
+        if wide:
+            product = buffers[-1].reshape(columns, k)
+            matmul(cols, held_t(wv), product)
+            store(product, result, *((bias, res) if in_loop else unused))
+        elif blas:
+            matmul(held(wv), cols.T, result)
+        elif in_loop:
+            wt = held(wv)
             if len(parts) == 1:
                 gemm(wt, cols, result, bias, res)
             else:
@@ -171,8 +187,9 @@ def conv_into(x: Op, w: Op, arg: ConvArg, dtype: str, kc: KernelContext, fshape:
                                                else bias, res[a:b] if res_at is not None else res)
                              for a, b in parts])
         elif len(parts) == 1:
-            gemm(wt, cols, result)
+            gemm(held(wv), cols, result)
         else:
+            wt = held(wv)
             runtime.run([functools.partial(gemm, wt[a:b], cols, result[a:b]) for a, b in parts])
         if finish is not None:
             finish(out, *inputs)

@@ -267,10 +267,11 @@ def test_a_fused_conv_bias_residual_relu(monkeypatch, mode, order):
     assert (runs[0] >= 0).all() and (runs[0] == 0).any()
 
 
-@pytest.mark.parametrize("c,k,size,threads", [(512, 512, 3, 2), (8, 12, 5, 1)])
+@pytest.mark.parametrize("c,k,size,threads", [(512, 512, 3, 2), (8, 12, 5, 1), (3, 16, 16, 1)])
 def test_the_epilogue_split_over_workers_and_on_blas(monkeypatch, c, k, size, threads):
     """A layer big enough to split the filter's rows over two workers (each gets its rows of the bias and the
-    residual), and a shallow one (depth 72: BLAS, then the program's steps)."""
+    residual); a shallow one (depth 72: BLAS, then the program's steps); a shallow one with more columns than
+    filter rows (256 against 16: computed transposed on BLAS, stored back transposed with the steps)."""
     monkeypatch.setenv("NG_CONV", "channels_last")
     monkeypatch.setenv("NG_THREADS", str(threads))
     y, x, r, (xv, rv) = residual_block(c, k, size, 2)
