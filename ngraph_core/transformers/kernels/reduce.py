@@ -8,6 +8,11 @@ from .context import Kernel, KernelContext
 _NAMES = {OpType.SUM: "sum", OpType.MAX: "max", OpType.MIN: "min", OpType.PROD: "prod",
           OpType.ARGMAX: "argmax", OpType.ARGMIN: "argmin"}
 
+_UFUNCS = {OpType.SUM: "add", OpType.MAX: "maximum", OpType.MIN: "minimum", OpType.PROD: "multiply"}
+"""On NumPy a reduction is its ufunc's ``reduce`` into a view of the output with the kept axes in the input's
+order: no temporary, no copy, and none of ``numpy.sum``'s Python wrapper (a batch-1 ResNet-18's global
+average pool, 512 values, took 12-18 us as ``sum`` then a reordering copy)."""
+
 
 def reduce(op: Op, kc: KernelContext) -> Kernel:
     xp, (x,) = kc.xp, op.src
@@ -21,6 +26,17 @@ def reduce(op: Op, kc: KernelContext) -> Kernel:
         if in_order:
             return lambda o, v: fn(v, axis=axis, out=o)
         reduced_arg = axis
+    elif xp.__name__ == "numpy":
+        ufunc = getattr(xp, _UFUNCS[op.op])
+        if not reduced:
+            return lambda o, v: (xp.copyto(o, v.transpose(perm)), o)[1]  # a reduction over nothing: a reordering
+        inverse = tuple(sorted(range(len(perm)), key=perm.__getitem__))  # o's axes in the input's order
+
+        def ufunc_reduce(o, v):
+            ufunc.reduce(v, axis=reduced, out=o.transpose(inverse))
+            return o
+
+        return ufunc_reduce
     else:
         if not reduced:
             # a reduction over nothing is a reordering
