@@ -14,9 +14,16 @@ Here the input is copied, padded, channels last ``(*padded, N, C)``, so the tran
 (``S * C`` at batch 1: the filter's last axis and the channels are one run). The filter is held as
 ``(K, prod(F) * C)`` and ``narrow_gemm.times_transposed`` multiplies: four filter rows read once from
 memory against four columns at a time, sixteen sums in registers, no packing (BLAS where the depth
-``prod(F) * C`` is short: ``MIN_LOOP_DEPTH``). Its result
-``(K, positions * N)`` is the output ``[K, *out, N]`` itself (columns in ``(position, image)`` order).
-With several workers each takes a range of the filter's rows (its share of the weights).
+``prod(F) * C`` is short: ``MIN_LOOP_DEPTH``). Its result ``(K, positions * N)`` is the output
+``[K, *out, N]`` itself (columns in ``(position, image)`` order). With several workers each takes a range
+of the filter's rows (its share of the weights).
+
+As the head of a fused op whose program is a bias, a residual and a relu (``conv.Epilogue``), the loop
+applies them to each sum as it stores it; a shallow product with more columns than filter rows (the stem)
+is computed transposed on BLAS and stored back through the same steps (``narrow_gemm.transposed_store``).
+A filter cut to its live taps (``conv.live_taps``) runs here too, unmeasured (``conv_choice.variant``).
+A batch-1 ResNet-18 imported from ONNX: 1.44 ms per inference against 2.66 with the im2col kernels
+(one thread; ``benchmarks/RESULTS.md``, tenth session).
 
 Measured before it was written (2026-11-26, AMD EPYC, one thread, us per layer, all in cache; NumPy
 prototype of the copies, the compiled loop for the product):
@@ -28,7 +35,7 @@ layer (batch 1)             im2col kernel (in model)  here: padded copy, col cop
 128 -> 128, 3x3, 4x4        148-165                   1.4 + 1.6 + 45.3
 256 -> 256, 3x3, 2x2        240-280                   1.1 + 1.2 + 51.1
 64 -> 128, 3x3 / 2, 8x8     88-93                     2.1 + 1.3 + 23.5
-3 -> 64, 7x7 / 2, 32x32     108-115                   4.6 + 11.1 + 72.8 (BLAS on im2col wins)
+3 -> 64, 7x7 / 2, 32x32     108-115                   4.6 + 11.1 + 72.8 (loop; BLAS: 50 + a store)
 ==========================  =======================  ======================================
 
 It is a candidate of the measured per-layer choice (``transformers/conv_choice.py``, ``channels_last``)
@@ -123,7 +130,6 @@ def conv_into(x: Op, w: Op, arg: ConvArg, dtype: str, kc: KernelContext, fshape:
     # the padded copy is the kernel's own when small (its zero borders are written once, its window view made
     # once), else shared scratch
     own = math.prod(padded_shape) * xp.dtype(dtype).itemsize <= OWN_PADDED_BYTES
-    views_of = kc.scratch().request
     kept = xp.zeros(padded_shape, dtype=dtype) if own else None
     inside, kept_windows = (kept[pad.interior], window(kept)) if own else (None, None)
     windows = per_object(window)
@@ -133,29 +139,45 @@ def conv_into(x: Op, w: Op, arg: ConvArg, dtype: str, kc: KernelContext, fshape:
     def matrix(wv):
         return xp.ascontiguousarray(wv[taps].transpose(filter_order), dtype=dtype).reshape(k, depth)
 
+    def transposed(wv):
+        return xp.ascontiguousarray(held(wv).T)
+
     held = per_object(matrix) if is_constant(w) else matrix
+    held_t = per_object(transposed) if is_constant(w) else transposed
     matmul = matmul_for(xp, k * depth * columns)
     blas = depth < MIN_LOOP_DEPTH
     # on BLAS with more columns than filter rows (the stem: [64, 147] @ [147, 256]) the product is computed
-    # transposed, col @ filterᵀ (50 against 64 us there), and stored transposed with the epilogue
+    # transposed, col @ filterᵀ (50 against 64 us there), and stored back transposed through the epilogue
     wide = blas and columns >= k
-    held_t = per_object(lambda wv: xp.ascontiguousarray(held(wv).T)) if is_constant(w) else \
-        (lambda wv: xp.ascontiguousarray(held(wv).T))
-    request = [((columns * k,), dtype)] if wide else []
+    views = kc.scratch().request(([] if own else [(padded_shape, dtype)]) + [((columns * depth,), dtype)]
+                                 + ([((columns * k,), dtype)] if wide else []))
     steps = tuple(step for step, _ in epilogue.steps) if epilogue is not None else ()
-    store = narrow_gemm.transposed_store(dtype, steps) if wide else None
+    in_kernel = epilogue is not None and (wide or not blas)  # applied by the loop or the transposed store
+    gemm = narrow_gemm.compiled(dtype, steps if in_kernel and not blas else ())
+    store = narrow_gemm.transposed_store(dtype, steps if in_kernel else ()) if wide else None
+    finish = epilogue.finish if epilogue is not None and not in_kernel else None
+    at = {step: i for step, i in epilogue.steps} if epilogue is not None else {}
+    bias_at, res_at = at.get("bias"), at.get("add")
+    vector = per_object(lambda b: b[(slice(None),) + (0,) * (b.ndim - 1)])  # a broadcast bias's [K] values
+    unused = (xp.zeros(1, dtype=dtype), xp.zeros((1, 1), dtype=dtype))  # for the steps a kernel does not have
     # the filter's rows split over the workers in blocks of four (each streams its share) when worth it
     blocks = -(-k // 4)
     parts = [(4 * a, min(k, 4 * b)) for a, b in runtime.split(blocks, runtime.threads())] \
         if k * depth * columns >= runtime.MIN_PARALLEL_FLOPS else [(0, k)]
-    views = views_of(([] if own else [(padded_shape, dtype)]) + [((columns * depth,), dtype)] + request)
-    in_loop = epilogue is not None and (not blas or wide)  # the loop's or the transposed store's
-    gemm = narrow_gemm.compiled(dtype, steps if in_loop and not blas else ())
-    finish = epilogue.finish if epilogue is not None and not in_loop else None
-    at = {step: i for step, i in epilogue.steps} if epilogue is not None else {}
-    bias_at, res_at = at.get("bias"), at.get("add")
-    vector = per_object(lambda b: b[(slice(None),) + (0,) * (b.ndim - 1)])  # a broadcast bias's [K] values
-    unused = (xp.zeros(1, dtype=dtype), xp.zeros((1, 1), dtype=dtype))  # for the steps a loop does not have
+
+    def epilogue_arrays(inputs):
+        """This call's bias vector and residual matrix (read only), placeholders for the steps not there."""
+        bias = vector(inputs[bias_at]) if bias_at is not None else unused[0]
+        res = inputs[res_at].reshape(k, columns) if res_at is not None else unused[1]
+        return bias, res
+
+    def by_rows(wt, cols, result, extra):
+        """The loop, each worker over its rows of the filter (and of the output, bias and residual)."""
+        if len(parts) == 1:
+            gemm(wt, cols, result, *extra)
+            return
+        runtime.run([functools.partial(gemm, wt[a:b], cols, result[a:b],
+                                       *(e[a:b] if e.shape[0] == k else e for e in extra)) for a, b in parts])
 
     def conv_channels_last_kernel(out, xv, wv, *inputs):
         buffers = views()
@@ -169,28 +191,15 @@ def conv_into(x: Op, w: Op, arg: ConvArg, dtype: str, kc: KernelContext, fshape:
         col, cols = shaped(flat)
         xp.copyto(col, source)
         result = result_of(out)
-        if in_loop:
-            bias = vector(inputs[bias_at]) if bias_at is not None else unused[0]
-            res = inputs[res_at].reshape(k, columns) if res_at is not None else unused[1]  # (read only)
+        extra = epilogue_arrays(inputs) if in_kernel else ()
         if wide:
             product = buffers[-1].reshape(columns, k)
             matmul(cols, held_t(wv), product)
-            store(product, result, *((bias, res) if in_loop else unused))
+            store(product, result, *(extra or unused))
         elif blas:
             matmul(held(wv), cols.T, result)
-        elif in_loop:
-            wt = held(wv)
-            if len(parts) == 1:
-                gemm(wt, cols, result, bias, res)
-            else:
-                runtime.run([functools.partial(gemm, wt[a:b], cols, result[a:b], bias[a:b] if bias_at is not None
-                                               else bias, res[a:b] if res_at is not None else res)
-                             for a, b in parts])
-        elif len(parts) == 1:
-            gemm(held(wv), cols, result)
         else:
-            wt = held(wv)
-            runtime.run([functools.partial(gemm, wt[a:b], cols, result[a:b]) for a, b in parts])
+            by_rows(held(wv), cols, result, extra)
         if finish is not None:
             finish(out, *inputs)
         return out
