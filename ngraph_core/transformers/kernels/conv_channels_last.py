@@ -72,6 +72,11 @@ OWN_PADDED_BYTES = 1 << 18
 once; a bigger one is scratch shared with other kernels, its borders written on every call (~4 us of
 slab assignments at batch 1)."""
 
+PARALLEL_LOOP_MACS = 1 << 18
+"""With several threads, a product of at least this many multiply-adds (~5 us at one thread) runs the loop on
+numba's threads (``narrow_gemm.parallel_loop``). ResNet-18 at batch 1, two threads: see RESULTS (tenth
+session)."""
+
 MAX_COLUMNS = 256
 """Products of more columns (output positions times the batch) are not offered: the transposed col matrix
 then leaves L2 (each block of four filter rows reads all of it) and BLAS's packed kernel is at its peak."""
@@ -160,10 +165,14 @@ def conv_into(x: Op, w: Op, arg: ConvArg, dtype: str, kc: KernelContext, fshape:
     bias_at, res_at = at.get("bias"), at.get("add")
     vector = per_object(lambda b: b[(slice(None),) + (0,) * (b.ndim - 1)])  # a broadcast bias's [K] values
     unused = (xp.zeros(1, dtype=dtype), xp.zeros((1, 1), dtype=dtype))  # for the steps a kernel does not have
-    # the filter's rows split over the workers in blocks of four (each streams its share) when worth it
+    # the filter's rows shared out over threads (each streams its share) when worth it: numba's OpenMP team
+    # from PARALLEL_LOOP_MACS, else the runtime's workers (a costlier hand-off) from MIN_PARALLEL_FLOPS
+    workers, macs = runtime.threads(), k * depth * columns
+    team = narrow_gemm.parallel_loop(dtype, steps if in_kernel else (), workers) \
+        if not blas and workers > 1 and macs >= PARALLEL_LOOP_MACS else None
     blocks = -(-k // 4)
-    parts = [(4 * a, min(k, 4 * b)) for a, b in runtime.split(blocks, runtime.threads())] \
-        if k * depth * columns >= runtime.MIN_PARALLEL_FLOPS else [(0, k)]
+    parts = [(4 * a, min(k, 4 * b)) for a, b in runtime.split(blocks, workers)] \
+        if team is None and macs >= runtime.MIN_PARALLEL_FLOPS else [(0, k)]
 
     def epilogue_arrays(inputs):
         """This call's bias vector and residual matrix (read only), placeholders for the steps not there."""
@@ -173,11 +182,13 @@ def conv_into(x: Op, w: Op, arg: ConvArg, dtype: str, kc: KernelContext, fshape:
 
     def by_rows(wt, cols, result, extra):
         """The loop, each worker over its rows of the filter (and of the output, bias and residual)."""
-        if len(parts) == 1:
+        if team is not None:
+            team(wt, cols, result, *extra)
+        elif len(parts) == 1:
             gemm(wt, cols, result, *extra)
-            return
-        runtime.run([functools.partial(gemm, wt[a:b], cols, result[a:b],
-                                       *(e[a:b] if e.shape[0] == k else e for e in extra)) for a, b in parts])
+        else:
+            runtime.run([functools.partial(gemm, wt[a:b], cols, result[a:b],
+                                           *(e[a:b] if e.shape[0] == k else e for e in extra)) for a, b in parts])
 
     def conv_channels_last_kernel(out, xv, wv, *inputs):
         buffers = views()

@@ -67,8 +67,9 @@ def test_random_geometries_match_im2col_and_torch(monkeypatch, seed):
     (128, 256, 4, 2, 3, 1),    # a stride-2 stage entry: 4 columns
     (64, 128, 8, 2, 1, 1),     # a 1x1 stride-2 shortcut (depth 64: BLAS)
     (3, 64, 32, 2, 7, 1),      # the stem: 3 channels, 7x7 stride 2 (runs of S * C = 21 floats; depth 147: BLAS)
-    (512, 512, 3, 1, 3, 2),    # 21M multiply-adds: the filter's rows split over two workers
-    (40, 10, 5, 1, 3, 2),      # 10 filter rows (a last block of two), 25 columns (a last block of one)
+    (512, 512, 3, 1, 3, 2),    # 21M multiply-adds: the loop on numba's two threads (or two workers)
+    (40, 10, 5, 1, 3, 2),      # 10 filter rows (a last block of two), 25 columns (a last block of one); 0.9M
+                               # multiply-adds: on numba's threads
     (256, 8, 16, 2, 3, 1),     # a 331 KB padded copy: shared scratch, its borders written every call
 ])
 def test_batch1_layers_in_float32_against_torch(monkeypatch, c, k, size, stride, fshape, threads):
@@ -82,12 +83,12 @@ def test_batch1_layers_in_float32_against_torch(monkeypatch, c, k, size, stride,
     made = spy_made(monkeypatch)
     monkeypatch.setenv("NG_CONV", "channels_last")
     monkeypatch.setenv("NG_THREADS", str(threads))
-    splits: list[int] = []
+    splits: list[tuple[int, bool]] = []
     real = narrow_gemm.compiled
 
-    def spying(dtype, *epilogue):
-        gemm = real(dtype, *epilogue)
-        return lambda a, bt, out, *rest: splits.append(a.shape[0]) or gemm(a, bt, out, *rest)
+    def spying(dtype, epilogue=(), parallel=False):
+        gemm = real(dtype, epilogue, parallel)
+        return lambda a, bt, out, *rest: splits.append((a.shape[0], parallel)) or gemm(a, bt, out, *rest)
 
     monkeypatch.setattr(narrow_gemm, "compiled", spying)
     with ng.transformers.make_transformer() as t:
@@ -100,9 +101,11 @@ def test_batch1_layers_in_float32_against_torch(monkeypatch, c, k, size, stride,
     np.testing.assert_allclose(got, np.moveaxis(want, 0, -1), rtol=1e-4, atol=1e-4)
     splits = splits[len(splits) // 2:]  # the second call's
     depth = c * fshape * fshape
-    big = k * depth * got.shape[1] * got.shape[2] >= runtime.MIN_PARALLEL_FLOPS
-    assert splits == ([] if depth < conv_channels_last.MIN_LOOP_DEPTH else
-                      [k // 2, k // 2] if threads == 2 and big else [k])
+    macs = k * depth * got.shape[1] * got.shape[2]
+    team = threads == 2 and macs >= conv_channels_last.PARALLEL_LOOP_MACS and narrow_gemm.threadsafe_layer()
+    workers = threads == 2 and macs >= runtime.MIN_PARALLEL_FLOPS and not team
+    assert splits == ([] if depth < conv_channels_last.MIN_LOOP_DEPTH else [(k, True)] if team else
+                      [(k // 2, False), (k // 2, False)] if workers else [(k, False)])
 
 
 def test_variable_filters_are_read_every_call(monkeypatch):
@@ -280,3 +283,21 @@ def test_the_epilogue_split_over_workers_and_on_blas(monkeypatch, c, k, size, th
         with ng.transformers.make_transformer(optimize=optimize) as t:
             runs.append(t.computation(y, x, r)(xv, rv))
     np.testing.assert_array_equal(runs[0], runs[1])
+
+
+def test_numba_threads_give_the_one_thread_result(monkeypatch):
+    """A 512-channel layer with its epilogue on numba's two threads (``narrow_gemm.parallel_loop``): each
+    output element is computed by the same code whichever thread runs it, so bit for bit the one-thread
+    result."""
+    if not narrow_gemm.threadsafe_layer():
+        pytest.skip("numba has no thread-safe threading layer here (no OpenMP, no tbb)")
+    monkeypatch.setenv("NG_CONV", "channels_last")
+    y, x, r, (xv, rv) = residual_block(512, 512, 3, 4)
+    runs = []
+    for threads in ("2", "1"):
+        monkeypatch.setenv("NG_THREADS", threads)
+        with ng.transformers.make_transformer() as t:
+            runs.append(t.computation(y, x, r)(xv, rv))
+    np.testing.assert_array_equal(runs[0], runs[1])
+    assert narrow_gemm.parallel_loop("float32", ("bias", "add", "relu"), 2) is not None
+    assert narrow_gemm.parallel_loop("float32", (), 1) is None
