@@ -15,7 +15,7 @@ import pytest
 pytest.importorskip("numba")
 torch = pytest.importorskip("torch")
 
-from test_conv_image import build, geometry, run, torch_reference  # noqa: E402  (the per-image suite's helpers)
+from test_conv_image import assert_matches_im2col_and_torch, build, geometry, run  # noqa: E402  (its helpers)
 
 import ngraph_core as ng  # noqa: E402
 from ngraph_core.ir.conv import ConvArg  # noqa: E402
@@ -30,6 +30,23 @@ def private_choices(tmp_path, monkeypatch):
     monkeypatch.delenv("NG_KERNELS", raising=False)
     monkeypatch.setattr(conv_choice, "MEASURED", {})
     monkeypatch.setattr(conv_choice, "_loaded", False)
+
+
+def layer_axes(c: int, size: int, n: int, k: int, fshape: int = 3) -> tuple[list, list]:
+    """The axes ``[C, H, W, N]`` of a ``size`` x ``size`` activation and ``[C, R, S, K]`` of its filter."""
+    C, N, K = ng.make_axis(c, "C"), ng.make_axis(n, "N"), ng.make_axis(k, "K")
+    return ([C, ng.make_axis(size, "H"), ng.make_axis(size, "W"), N],
+            [C, ng.make_axis(fshape, "R"), ng.make_axis(fshape, "S"), K])
+
+
+def random_layer(monkeypatch, mode: str, seed: int, c: int, size: int, n: int, k: int):
+    """``NG_CONV=mode`` on one thread, and a seeded 3x3 layer: (x axes, filter axes, filter, input values)."""
+    monkeypatch.setenv("NG_CONV", mode)
+    monkeypatch.setenv("NG_THREADS", "1")
+    rng = np.random.default_rng(seed)
+    x_axes, w_axes = layer_axes(c, size, n, k)
+    return (x_axes, w_axes, rng.standard_normal((c, 3, 3, k)).astype(np.float32),
+            rng.standard_normal((c, size, size, n)).astype(np.float32))
 
 
 def spy_made(monkeypatch) -> list[tuple[int, ...]]:
@@ -53,13 +70,7 @@ def test_random_geometries_match_im2col_and_torch(monkeypatch, seed):
     if live_taps(g["lengths"], g["fshape"], arg) is None and \
             conv_channels_last.applies(x_axes, results[0].src[1].axes, arg, "float64", np):
         assert made, g
-    reference, _ = run(monkeypatch, "im2col", results, dy, dyv)
-    expected = torch_reference(g, x, w, dyv)
-    for name, got, theirs, want in zip(("y", "dw"), ours, reference, expected):
-        scale = max(np.abs(want).max(), 1.0)
-        assert got.shape == want.shape, name
-        assert np.abs(got - want).max() <= 1e-10 * scale, (name, g)
-        assert np.abs(got - theirs).max() <= 1e-10 * scale, (name, g)
+    assert_matches_im2col_and_torch(monkeypatch, g, ours, results, dy, (x, w, dyv))
 
 
 @pytest.mark.parametrize("c,k,size,stride,fshape,threads", [
@@ -74,12 +85,11 @@ def test_random_geometries_match_im2col_and_torch(monkeypatch, seed):
 ])
 def test_batch1_layers_in_float32_against_torch(monkeypatch, c, k, size, stride, fshape, threads):
     rng = np.random.default_rng(c + k)
-    C, H, W, N = ng.make_axis(c, "C"), ng.make_axis(size, "H"), ng.make_axis(size, "W"), ng.make_axis(1, "N")
-    R, S, K = ng.make_axis(fshape, "R"), ng.make_axis(fshape, "S"), ng.make_axis(k, "K")
+    x_axes, w_axes = layer_axes(c, size, 1, k, fshape)
     xv = rng.standard_normal((c, size, size, 1)).astype(np.float32)
     g = rng.normal(0, 1 / np.sqrt(c * fshape * fshape), (c, fshape, fshape, k)).astype(np.float32)
-    x = ng.placeholder([C, H, W, N])
-    y = ng.convolution(x, ng.constant(g, [C, R, S, K]), strides=stride, padding=fshape // 2)
+    x = ng.placeholder(x_axes)
+    y = ng.convolution(x, ng.constant(g, w_axes), strides=stride, padding=fshape // 2)
     made = spy_made(monkeypatch)
     monkeypatch.setenv("NG_CONV", "channels_last")
     monkeypatch.setenv("NG_THREADS", str(threads))
@@ -111,15 +121,9 @@ def test_batch1_layers_in_float32_against_torch(monkeypatch, c, k, size, stride,
 def test_variable_filters_are_read_every_call(monkeypatch):
     """A constant filter is reordered once and kept; a variable one changes in place (an optimizer's update)
     and is reordered on every call: the second call must see the new values."""
-    monkeypatch.setenv("NG_CONV", "channels_last")
-    monkeypatch.setenv("NG_THREADS", "1")
-    rng = np.random.default_rng(3)
-    C, H, W, N = ng.make_axis(16, "C"), ng.make_axis(4, "H"), ng.make_axis(4, "W"), ng.make_axis(2, "N")
-    R, S, K = ng.make_axis(3, "R"), ng.make_axis(3, "S"), ng.make_axis(8, "K")
-    g = rng.standard_normal((16, 3, 3, 8)).astype(np.float32)
-    xv = rng.standard_normal((16, 4, 4, 2)).astype(np.float32)
-    w = ng.variable([C, R, S, K], initial_value=g)
-    x = ng.placeholder([C, H, W, N])
+    x_axes, w_axes, g, xv = random_layer(monkeypatch, "channels_last", 3, 16, 4, 2, 8)
+    w = ng.variable(w_axes, initial_value=g)
+    x = ng.placeholder(x_axes)
     y = ng.convolution(x, w, padding=1)
     update = ng.assign(w, w * 2.0)
 
@@ -137,10 +141,9 @@ def test_variable_filters_are_read_every_call(monkeypatch):
 
 def test_where_it_applies():
     def applies(c=8, size=4, n=1, groups=1, dtype="float32", xp=np):
-        x = ng.make_axes([ng.make_axis(c, "C"), ng.make_axis(size, "H"), ng.make_axis(size, "W"),
-                          ng.make_axis(n, "N")])
-        w = ng.make_axes([ng.make_axis(c // groups, "Ci"), ng.make_axis(3, "R"), ng.make_axis(3, "S"),
-                          ng.make_axis(8, "K")])
+        x_axes, w_axes = layer_axes(c, size, n, 8)
+        x = ng.make_axes(x_axes)
+        w = ng.make_axes([ng.make_axis(c // groups, "Ci"), *w_axes[1:]])
         return conv_channels_last.applies(x, w, ConvArg((1, 1), ((1, 1), (1, 1)), (1, 1), groups), dtype, xp)
 
     assert applies()
@@ -161,16 +164,10 @@ def test_the_reference_kernel_set_has_no_channels_last(monkeypatch):
 def test_the_choice_measures_it_at_batch_one(monkeypatch):
     """Under ``NG_CONV=auto`` a batch-1 8x8 layer's record holds all three of its candidates (the filter is a
     variable: Winograd applies), and whichever is chosen gives the reference."""
-    monkeypatch.setenv("NG_CONV", "auto")
-    monkeypatch.setenv("NG_THREADS", "1")
-    rng = np.random.default_rng(5)
-    C, H, W, N = ng.make_axis(32, "C"), ng.make_axis(8, "H"), ng.make_axis(8, "W"), ng.make_axis(1, "N")
-    R, S, K = ng.make_axis(3, "R"), ng.make_axis(3, "S"), ng.make_axis(32, "K")
-    g = rng.standard_normal((32, 3, 3, 32)).astype(np.float32)
-    xv = rng.standard_normal((32, 8, 8, 1)).astype(np.float32)
-    x = ng.placeholder([C, H, W, N])
+    x_axes, w_axes, g, xv = random_layer(monkeypatch, "auto", 5, 32, 8, 1, 32)
+    x = ng.placeholder(x_axes)
     with ng.transformers.make_transformer() as t:
-        got = t.computation(ng.convolution(x, ng.variable([C, R, S, K], initial_value=g), padding=1), x)(xv)
+        got = t.computation(ng.convolution(x, ng.variable(w_axes, initial_value=g), padding=1), x)(xv)
     (entry,) = conv_choice.MEASURED.values()
     assert set(entry["ms"]) == {"im2col", "winograd", "channels_last"}
     assert entry["chosen"] in entry["ms"]
@@ -199,17 +196,11 @@ def test_times_transposed_against_numpy(dtype, rows, depth, cols):
 def test_filters_cut_to_their_live_taps(monkeypatch, size, stride, mode):
     """A 3x3 pad-1 layer of a 1x1 map (one live tap) and a stride-2 one of a 2x2 map (four: one output)
     at batch 1: one column; the cut layers run channels last unless ``NG_CONV=im2col``."""
-    monkeypatch.setenv("NG_CONV", mode)
-    monkeypatch.setenv("NG_THREADS", "1")
-    rng = np.random.default_rng(size)
-    C, H, W, N = ng.make_axis(32, "C"), ng.make_axis(size, "H"), ng.make_axis(size, "W"), ng.make_axis(1, "N")
-    R, S, K = ng.make_axis(3, "R"), ng.make_axis(3, "S"), ng.make_axis(24, "K")
-    g = rng.standard_normal((32, 3, 3, 24)).astype(np.float32)
-    xv = rng.standard_normal((32, size, size, 1)).astype(np.float32)
-    x = ng.placeholder([C, H, W, N])
+    x_axes, w_axes, g, xv = random_layer(monkeypatch, mode, size, 32, size, 1, 24)
+    x = ng.placeholder(x_axes)
     made = spy_made(monkeypatch)
     with ng.transformers.make_transformer() as t:
-        got = t.computation(ng.convolution(x, ng.constant(g, [C, R, S, K]), strides=stride, padding=1), x)(xv)
+        got = t.computation(ng.convolution(x, ng.constant(g, w_axes), strides=stride, padding=1), x)(xv)
     want = torch.nn.functional.conv2d(torch.tensor(np.moveaxis(xv, -1, 0)), torch.tensor(np.moveaxis(g, -1, 0)),
                                       stride=stride, padding=1).numpy()
     np.testing.assert_allclose(got, np.moveaxis(want, 0, -1), rtol=1e-4, atol=1e-4)
@@ -219,10 +210,9 @@ def test_filters_cut_to_their_live_taps(monkeypatch, size, stride, mode):
 def residual_block(c: int, k: int, size: int, seed: int, order: str = "bias-first"):
     """``relu(conv(x, w) + b + r)`` (or ``+ r + b``) at batch 1, ``r`` a second input: (y, x, r, feeds)."""
     rng = np.random.default_rng(seed)
-    C, H, W, N = ng.make_axis(c, "C"), ng.make_axis(size, "H"), ng.make_axis(size, "W"), ng.make_axis(1, "N")
-    R, S, K = ng.make_axis(3, "R"), ng.make_axis(3, "S"), ng.make_axis(k, "K")
-    x = ng.placeholder([C, H, W, N])
-    w = ng.constant(rng.normal(0, 1 / np.sqrt(9 * c), (c, 3, 3, k)).astype(np.float32), [C, R, S, K])
+    x_axes, w_axes = layer_axes(c, size, 1, k)
+    x = ng.placeholder(x_axes)
+    w = ng.constant(rng.normal(0, 1 / np.sqrt(9 * c), (c, 3, 3, k)).astype(np.float32), w_axes)
     h = ng.convolution(x, w, padding=1)
     b = ng.constant(rng.standard_normal(k).astype(np.float32), [h.axes[0]])
     r = ng.placeholder(h.axes)

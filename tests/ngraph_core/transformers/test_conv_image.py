@@ -96,6 +96,13 @@ def test_random_geometries_match_im2col_and_torch(monkeypatch, seed):
     if live_taps(g["lengths"], g["fshape"], arg) is None:  # (taps that read only padding may be cut: im2col)
         assert "conv_into" in made
     assert ("bprop_filter" in made) == (g["groups"] == 1)  # no grouped per-image filter gradient
+    assert_matches_im2col_and_torch(monkeypatch, g, ours, results, dy, (x, w, dyv))
+
+
+def assert_matches_im2col_and_torch(monkeypatch, g: dict[str, Any], ours: list[np.ndarray], results, dy,
+                                    values: tuple[np.ndarray, ...]) -> None:
+    """``ours`` (y and dW, float64) equal the im2col kernel's and PyTorch's to 1e-10 of their scale."""
+    x, w, dyv = values
     reference, _ = run(monkeypatch, "im2col", results, dy, dyv)
     expected = torch_reference(g, x, w, dyv)
     for name, got, theirs, want in zip(("y", "dw"), ours, reference, expected):
