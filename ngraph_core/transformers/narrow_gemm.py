@@ -80,6 +80,15 @@ def epilogue(v, bias, res, row, col):
 '''
 
 
+def _epilogue_lines(dtype: str, epilogue: tuple[str, ...]) -> str:
+    """The epilogue function's body; the sources are made only from this module's text, a float dtype's name
+    and steps of ``EPILOGUE_STEPS`` (anything else is refused before it could reach a source)."""
+    if dtype not in FLOAT_DTYPES or any(step not in _EPILOGUE_LINES for step in epilogue):
+        raise ValueError(f"narrow_gemm: expected a dtype in {FLOAT_DTYPES} and epilogue steps among "
+                         f"{EPILOGUE_STEPS}, received {dtype!r} and {epilogue!r}")
+    return "".join(f"    {_EPILOGUE_LINES[step]}\n" for step in epilogue)
+
+
 def _stores(epilogue: tuple[str, ...]) -> str:
     rows = ("i", "i + q", "i + 2 * q", "i + 3 * q")
     if not epilogue:
@@ -111,7 +120,7 @@ def k(a, bt, out{params}):
             s20 = s21 = s22 = s23 = s30 = s31 = s32 = s33 = T(0.0)
             for r in range(depth):
                 x0, x1, x2, x3 = c0[r], c1[r], c2[r], c3[r]
-{fmas}            if i + 3 * q < rows and j + 4 <= cols:  # a whole block: sixteen stores (a loop is ~10% slower)
+{fmas}            if i + 3 * q < rows and j + 4 <= cols:  # a whole block: sixteen stores, no tuple indexing
 {stores}            else:
                 sums = ((s00, s01, s02, s03), (s10, s11, s12, s13), (s20, s21, s22, s23), (s30, s31, s32, s33))
                 for d in range(4):
@@ -141,9 +150,7 @@ def compiled(dtype: Any, epilogue: tuple[str, ...] = (), parallel: bool = False)
     key = (name, tuple(epilogue), parallel)
     kernel = _kernels.get(key)
     if kernel is None:
-        if any(step not in _EPILOGUE_LINES for step in epilogue):
-            raise ValueError(f"narrow_gemm: expected epilogue steps among {EPILOGUE_STEPS}, received {epilogue!r}")
-        lines = "".join(f"    {_EPILOGUE_LINES[step]}\n" for step in epilogue)
+        lines = _epilogue_lines(name, epilogue)
         kernel = _kernels[key] = _load(_SOURCE.format(
             dtype=name, fmas=_FMAS, stores=_stores(tuple(epilogue)),
             epilogue=_EPILOGUE.format(lines=lines) if epilogue else "",
@@ -178,7 +185,7 @@ def transposed_store(dtype: Any, epilogue: tuple[str, ...] = ()) -> Callable[...
     key = ("store", name, tuple(epilogue))
     kernel = _kernels.get(key)
     if kernel is None:
-        lines = "".join(f"    {_EPILOGUE_LINES[step]}\n" for step in epilogue)
+        lines = _epilogue_lines(name, epilogue)
         kernel = _kernels[key] = _load(_STORE_SOURCE.format(
             dtype=name, epilogue=_EPILOGUE.format(lines=lines) if epilogue else "",
             value="epilogue(src[j, i], bias, res, i, j)" if epilogue else "src[j, i]"))

@@ -99,6 +99,33 @@ def field_scope_kind(s: str) -> None:
     run_graph(y, x)
 
 
+def field_conv_epilogue_name(s: str) -> None:
+    """A batch-1 conv + bias + residual + relu, every op and its scope named ``s``: one fused op whose conv
+    runs channels last with the epilogue in its generated numba loop (``narrow_gemm``; depth 288), beside
+    the program's generated fallback (``kernels/fused._single_block``); neither source may hold the name."""
+    C, H, W, N = (ng.make_axis(n, name=a) for n, a in ((32, "C"), (4, "H"), (4, "W"), (1, "N")))
+    R, S = ng.make_axis(3, name="R"), ng.make_axis(3, name="S")
+    x = ng.placeholder([C, H, W, N], name=s)
+    w = ng.constant(np.full((32, 3, 3, 8), 0.01, np.float32), [C, R, S, ng.make_axis(8, name="K")], name=s)
+    with ng.name_scope(s, kind=s):
+        h = ng.convolution(x, w, padding=1).named(s)
+        b = ng.constant(np.linspace(-1, 1, 8, dtype=np.float32), [h.axes[0]], name=s)
+        r = ng.placeholder(h.axes, name=s)
+        y = ng.relu(h + b + r).named(s)
+    from ngraph_core.transformers import narrow_gemm
+    from ngraph_core.transformers.numba_kernels import cache_dir
+
+    forced, os.environ["NG_CONV"] = os.environ.get("NG_CONV"), "channels_last"  # (the suite forces Winograd)
+    try:
+        run_graph(y, x, r)
+    finally:
+        os.environ.pop("NG_CONV") if forced is None else os.environ.__setitem__("NG_CONV", forced)
+    assert ("float32", ("bias", "add", "relu"), False) in narrow_gemm._kernels  # the epilogue loop ran
+
+    for path in cache_dir().glob("*.py"):
+        assert "__import__" not in path.read_text(), path  # no generated kernel source holds the name
+
+
 def field_layer_name(s: str) -> None:
     F = ng.make_axis(2, name="F")
     x = ng.placeholder([F, _N()])

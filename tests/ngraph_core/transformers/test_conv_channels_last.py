@@ -291,3 +291,12 @@ def test_numba_threads_give_the_one_thread_result(monkeypatch):
     np.testing.assert_array_equal(runs[0], runs[1])
     assert narrow_gemm.parallel_loop("float32", ("bias", "add", "relu"), 2) is not None
     assert narrow_gemm.parallel_loop("float32", (), 1) is None
+
+
+def test_only_known_steps_and_float_dtypes_reach_a_generated_source():
+    with pytest.raises(ValueError, match="epilogue steps"):
+        narrow_gemm.compiled("float32", ("relu\nimport os",))
+    with pytest.raises(ValueError, match="epilogue steps"):
+        narrow_gemm.transposed_store("float32", ("tanh",))
+    with pytest.raises(ValueError, match="dtype"):
+        narrow_gemm.compiled("int32")
