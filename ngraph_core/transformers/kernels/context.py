@@ -104,7 +104,7 @@ class KernelContext:
             ``allreduce_wait`` kernels complete, keyed by the start op (one dict per computation).
         im2col: the backend's im2col maker, ``(xp, x_axes, fshape, conv_arg, dtype, x_dtype) -> Im2col``
             (None: the shared ``kernels/conv.Im2col``; the CuPy transformer gives a CUDA kernel's).
-        conv_variant: ``(kind, kernel, kc, *args) -> kernel``: what a convolution kernel of ``kind``
+        conv_variant: ``(kind, kernel, kc, *args, epilogue=None) -> kernel``: what a convolution kernel of ``kind``
             (``conv``, ``conv_cut``: a filter cut to its live taps, ``bprop_data``, ``bprop_filter``) runs
             in place of the im2col ``kernel``
             (None: that kernel; the NumPy transformer gives ``conv_choice.variant``).
