@@ -29,6 +29,20 @@ sequence or state param that the body recomputes (the forward's gate matmul
 ``dot(W_h, h_t)``) is computed for all steps at once, one dot of ``w`` and the stacked
 ``p``, and enters the reverse scan as one more sequence. The reverse scan itself saves no
 pre-step states (``save_states=False``): nothing differentiates it again.
+
+Dtypes, when the step mixes float widths (a float32 weight read by float64 arithmetic over a
+float64 sequence): the gradient of each input has that input's dtype, as a ``cast``'s gradient
+does. Every accumulator follows one rule, its carry dtype fixed across steps:
+
+* a state's gradient is carried in the state's dtype (the forward state has it at every step): a
+  step's gradient w.r.t. the state param is cast to it;
+* an extra's running sum accumulates in ``promote(extra, step term)``, never narrower than the
+  terms it adds (a float16 weight read by float32 arithmetic sums in float32), and the final sum
+  is cast to the extra's dtype once; a hoisted extra's single dot runs in its factors' promoted
+  dtype and is cast likewise;
+* a sequence's stacked gradient is cast to the sequence's dtype.
+
+In a graph of one float dtype every cast is absent, so it builds exactly as before.
 """
 
 from __future__ import annotations
@@ -38,7 +52,7 @@ import numpy as np
 from .. import api as ng
 from ..api.scan import build_scan
 from ..errors import UnsupportedOpError
-from ..ir import Axes, Axis, Graph, Op, OpType, is_float, make, substitute, toposort
+from ..ir import Axes, Axis, Graph, Op, OpType, is_float, make, promote, substitute, toposort
 from ..ir.scan import PACK_AXIS_NAME, ScanArg
 
 Grads = tuple[Op | None, ...]
@@ -237,6 +251,7 @@ def scan_grad(ctx: Op, op: Op) -> Grads:
     wrt = [p_x[k] for k in f_seq] + [p_h[j] for j in f_state] + [p_w[e] for e in f_extra]
     grads = gradients(cost, wrt)
     g_x, g_h, g_w = grads[:len(f_seq)], grads[len(f_seq):len(f_seq) + len(f_state)], grads[len(f_seq) + len(f_state):]
+    g_h = [_like(g, p_h[j].dtype) for g, j in zip(g_h, f_state)]  # carried in the state's dtype (module docstring)
 
     saved = [make(OpType.SCAN_RESULT, [op], arg.saved_index(j)) for j in range(n_state)]
     saved = [_like(s, p.dtype) for s, p in zip(saved, p_h)]
@@ -262,8 +277,9 @@ def scan_grad(ctx: Op, op: Op) -> Grads:
                 index = len(step_outs)
                 step_outs.append(a)
             hoisted[pos].append((index, stacked_of[p], p_first))
-    acc = [ng.placeholder(p_w[f_extra[pos]].axes, p_w[f_extra[pos]].dtype, name=f"sum_d_extra{f_extra[pos]}")
-           for pos in summed]
+    # a running sum no narrower than its terms or its extra; cast to the extra's dtype after the loop
+    acc = [ng.placeholder(p_w[f_extra[pos]].axes, promote(p_w[f_extra[pos]].dtype, g_w[pos].dtype),
+                          name=f"sum_d_extra{f_extra[pos]}") for pos in summed]
     roots = [*step_outs, *g_h, *(a + g_w[pos] for a, pos in zip(acc, summed))]
     # the activations the forward kept per step are read, not recomputed (nor the matmul before them)
     kept_params = [ng.placeholder(k.axes, k.dtype, name=f"kept{i}") for i, k in enumerate(arg.kept())]
@@ -278,16 +294,16 @@ def scan_grad(ctx: Op, op: Op) -> Grads:
     bw_seqs = [*seen, *saved, *(_like(g_out[i], ys[i].dtype) for i in outs), *([valid] if mask_t else []),
                *pre_values, *kept_values]
     bw_init = [_like(g_final[j], p_h[j].dtype) if g_final[j] is not None else ng.fill_like(p_h[j], 0.0)
-               for j in f_state] + [ng.fill_like(p_w[f_extra[pos]], 0.0) for pos in summed]
+               for j in f_state] + [ng.fill_like(a, 0.0) for a in acc]
     finals, stacked, _ = build_scan(bw_body, bw_seqs, bw_init, list(extras), arg.axis, len(step_outs),
                                     not arg.reverse, lengths, save_states=False)
     out = list(none)
     for k, g in zip(f_seq, stacked):
-        out[k] = ng.axes_with_order(g, seqs[k].axes)
+        out[k] = ng.axes_with_order(_like(g, seqs[k].dtype), seqs[k].axes)
     for j, g in zip(f_state, finals[:len(f_state)]):
         out[n_seq + j] = g
     for pos, g in zip(summed, finals[len(f_state):]):
-        out[n_seq + n_state + f_extra[pos]] = g
+        out[n_seq + n_state + f_extra[pos]] = _like(g, p_w[f_extra[pos]].dtype)
     for pos, terms in hoisted.items():
         total = None
         for index, p, p_first in terms:
