@@ -4,7 +4,9 @@ Part 1 feeds ~2,000 seeded mutants to each target (IDX raw, IDX gzip, graph JSON
 and counts how each ended: a result, a typed error (``ng.NgraphError``), or anything else (must
 be 0), with the slowest input. Part 2 runs each 1 MB hostile input in a fresh child process and
 reports the peak memory it made the loader use: tracemalloc's peak and the growth of the
-process's peak RSS (``ru_maxrss``) over the loader call.
+process's peak RSS (``ru_maxrss``) over the loader call. The selector-strings target (issue 18 item 8,
+``selector_table``) runs as many seeded selector strings (mutants, long repeats past the 4096-character
+bound, deep nesting, non-strings) through ``model.select`` on a ~540-op CNN, counting hangs (> 5 s) too.
 
 Run: ``.venv/bin/python benchmarks/reliability_loaders.py [--mutants 2000] [--seed 0]``.
 """
@@ -149,6 +151,87 @@ def mutants_table(n: int, seed: int, folder: Path) -> list[str]:
     return lines
 
 
+
+# -- selector strings (issue 18 item 8) ------------------------------------------------------------------------
+SELECTOR_SEEDS = ["Conv > Pool variable", ".elementwise:not(Conv *)", "#Affine_1", "Affine[nout=10]", "[name^=W]",
+                  "Conv variable, BatchNorm variable", "dot < variable", "Conv >> Affine", "*:has(Conv *)",
+                  "Layer:not(:has(dot)) > *", "Conv[padding=1] relu"]
+SELECTOR_PIECES = list("*#.[]():,><=!^$ \t'\"\\-_0aZé\x00") + [
+    "Conv", "Pool", "variable", "dot", ":not(", ":has(", "[nout=", ">>", "<<", "*:not(#b)"]
+SELECTOR_HANG_SECONDS = 5.0
+"""A select taking this long counts as a hang (it is timed, not interrupted)."""
+
+
+def selector_inputs(n: int, rand: random.Random) -> list[Any]:
+    """Seeded selector inputs: mutated seed queries, random pieces, long repeats up to twice
+    ``MAX_QUERY_LENGTH``, nesting up to 48 deep, and a few non-strings."""
+    from ngraph_core.selectors.parser import MAX_QUERY_LENGTH
+
+    def mutate(text: str) -> str:
+        at = rand.randrange(len(text) + 1)
+        kind = rand.choice(["insert", "delete", "duplicate", "replace"])
+        if kind == "insert":
+            return text[:at] + rand.choice(SELECTOR_PIECES) + text[at:]
+        if kind == "delete":
+            return text[:at] + text[at + rand.randrange(1, 4):]
+        if kind == "duplicate":
+            return text[:at] + text[at:at + rand.randrange(1, 12)] * rand.randrange(2, 6) + text[at:]
+        return text[:at] + rand.choice(SELECTOR_PIECES) + text[at + 1:]
+
+    inputs: list[Any] = [None, 42, b"Conv", ["Conv"], "", " ", "x" * (MAX_QUERY_LENGTH + 1)]
+    while len(inputs) < n:
+        kind = rand.choice(["mutant", "mutant", "pieces", "long", "deep"])
+        if kind == "mutant":
+            text = rand.choice(SELECTOR_SEEDS)
+            for _ in range(rand.randrange(1, 4)):
+                text = mutate(text)
+        elif kind == "pieces":
+            text = "".join(rand.choice(SELECTOR_PIECES) for _ in range(rand.randrange(1, 40)))
+        elif kind == "long":
+            unit = rand.choice(SELECTOR_SEEDS + ["*", "Conv", "#W"])
+            sep = rand.choice([" ", " > ", ">>", "<", ", ", ""])
+            text = sep.join([unit] * (rand.randrange(1, 2 * MAX_QUERY_LENGTH) // (len(unit) + len(sep)) + 1))
+        else:
+            depth = rand.randrange(1, 48)
+            text = rand.choice([":not(", ":has(", "Conv:has("]) * depth + rand.choice(SELECTOR_SEEDS) + ")" * depth
+        inputs.append(text)
+    return inputs
+
+
+def selector_table(n: int, seed: int) -> list[str]:
+    """``model.select`` on seeded selector strings over a neon CNN of ~540 ops: how each ended, and the slowest."""
+    from neon.initializers import Constant
+    from neon.model import Model
+
+    layers: list[Any] = []
+    for _ in range(24):
+        layers += [Conv((3, 3, 4), padding=1, bias=Constant(0), activation="relu"), BatchNorm()]
+    model = Model([*layers, Pool(2), Affine(10, activation="softmax")])
+    model.build((2, 8, 8), batch_size=2)
+    ops = len(ng.ordered_ops(model.__ngraph_ops__()))
+    counts = {"success": 0, "typed error": 0, "raw exception": 0, "hang": 0}
+    slowest, slowest_query = 0.0, ""
+    inputs = selector_inputs(n, random.Random(seed))
+    for query in inputs:
+        start = time.perf_counter()
+        try:
+            model.select(query)
+            counts["success"] += 1
+        except ng.NgraphError:
+            counts["typed error"] += 1
+        except Exception as exc:  # the figure that must stay 0
+            counts["raw exception"] += 1
+            print(f"  ! {type(exc).__name__}: {str(exc)[:120]} on {str(query)[:80]!r}", file=sys.stderr)
+        elapsed = time.perf_counter() - start
+        counts["hang"] += elapsed > SELECTOR_HANG_SECONDS
+        if elapsed > slowest:
+            slowest, slowest_query = elapsed, str(query)
+    return ["| target | inputs tried | success | typed error | raw exception | hang (> 5 s) | slowest input |",
+            "|---|---:|---:|---:|---:|---:|---:|",
+            f"| selector strings ({ops}-op graph) | {len(inputs)} | {counts['success']} | {counts['typed error']} | "
+            f"{counts['raw exception']} | {counts['hang']} | {slowest * 1e3:.1f} ms "
+            f"({len(slowest_query)} chars: {slowest_query[:24]!r}...) |"]
+
 # -- part 2: 1 MB hostile inputs, each in a fresh child process -----------------------------------------------
 def _gzip_of(header: bytes, zeros: int) -> bytes:
     z, chunk = zlib.compressobj(9, zlib.DEFLATED, 31), bytes(1 << 22)
@@ -231,6 +314,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         print(f"### Seeded mutants (seed {args.seed}, {args.mutants} per target)\n")
         print("\n".join(mutants_table(args.mutants, args.seed, Path(tmp))))
+        print(f"\n### Selector strings (seed {args.seed}, {args.mutants} inputs)\n")
+        print("\n".join(selector_table(args.mutants, args.seed)))
         print("\n### Peak memory of one hostile input (fresh child process each)\n")
         print("\n".join(memory_table(Path(tmp))))
 

@@ -6,6 +6,13 @@ a query needs once per ``select``: op positions, the ops inside each scope, and 
 reachability as bit masks over positions (Python ints), so ``>>`` / ``<<`` cost a mask AND per
 candidate instead of a walk.
 
+Cost: linear in query x graph. Matching never backtracks: each compound is evaluated once over
+the graph (equal compounds and complex selectors once per query: ``Evaluator`` memoizes them by
+value), and each combinator step is one pass over the left side's matches. Per op, lookups hash
+an int (scope paths are interned, ``GraphIndex.path_id``), never a tuple of scope entries. A
+query of the maximum length (``parser.MAX_QUERY_LENGTH``, 4096 characters) on a graph of a few
+hundred ops answers in well under a second (``tests/ngraph_core/selectors/test_selector_limits.py``).
+
 Semantics (the decisions DESIGN §7 leaves open, kept here):
 
 * A Capitalized type matches scopes only (``ScopeEntry.is_a``: the class or a subclass), a
@@ -35,7 +42,7 @@ from typing import Any
 
 from ..errors import SelectorError
 from ..ir import Op, OpGroup, ScopeEntry
-from .parser import AttrTest, Complex, Compound, LabelTest, NameTest, SelectorList
+from .parser import AttrTest, Complex, Compound, LabelTest, NameTest, Pseudo, SelectorList
 
 Path = tuple[ScopeEntry, ...]
 ScopeAttrs = Callable[[Path], Mapping[str, Any]]
@@ -85,13 +92,40 @@ class GraphIndex:
         # every scope path prefix -> the positions of the ops inside it (nested ones too), ascending
         self.inside: dict[Path, list[int]] = {}
         self.exact: dict[Path, list[int]] = {}  # the ops recorded in exactly that scope
+        # scope paths interned as ints (the empty path is 0): per-op lookups then hash an int, not a
+        # tuple of ScopeEntry dataclasses, whose hash is recomputed on every lookup
+        self.paths: list[Path] = [()]
+        self.path_id: dict[Path, int] = {(): 0}
+        self.holding: list[frozenset[int]] = [frozenset()]  # path id -> the ids of its prefixes, itself included
+        self.op_path: list[int] = []  # op position -> the id of the scope it is recorded in
+        self.kinds: dict[str, list[int]] = {}  # op kind -> positions
         for i, op in enumerate(order):
             scope = op.meta.scope
             self.exact.setdefault(scope, []).append(i)
             for k in range(1, len(scope) + 1):
                 self.inside.setdefault(scope[:k], []).append(i)
+            self.op_path.append(self._intern(scope))
+            self.kinds.setdefault(op.op.value, []).append(i)
         self._masks: dict[Path, int] = {(): (1 << self.size) - 1}
         self._attrs: dict[Path, Mapping[str, Any]] = {}
+
+    def _intern(self, path: Path) -> int:
+        """The id of ``path``, interning it and its prefixes on first sight."""
+        found = self.path_id.get(path)
+        if found is None:
+            outer = self._intern(path[:-1])
+            found = self.path_id[path] = len(self.paths)
+            self.paths.append(path)
+            self.holding.append(self.holding[outer] | {found})
+        return found
+
+    @cached_property
+    def names(self) -> dict[str, list[int]]:
+        """Op name -> the positions of the ops of that name (``#name`` reads it instead of every op)."""
+        found: dict[str, list[int]] = {}
+        for i, op in enumerate(self.order):
+            found.setdefault(op.meta.name, []).append(i)
+        return found
 
     def first_computing(self, path: Path) -> int:
         """The position of the first op inside ``path`` that is not a leaf (its first op if all are)."""
@@ -215,15 +249,21 @@ class Matches:
 
 
 class Evaluator:
-    """Evaluates selectors over one ``GraphIndex``; sub-selectors (``:not``, ``:has``) are evaluated once.
+    """Evaluates selectors over one ``GraphIndex``; every sub-result is computed once.
 
-    Results are cached by the identity of the (immutable, parse-cached) tree node: a per-op lookup
-    must not hash a whole sub-tree.
+    Compounds and complex selectors are memoized by value (a query repeating ``Conv > Pool`` evaluates
+    it once, and a repeated ``:not(S)`` reads one result), selector lists by the identity of the
+    (immutable, parse-cached) tree node: ``:not``/``:has`` look theirs up once per op, and a per-op
+    lookup must not hash a whole sub-tree.
     """
 
     def __init__(self, index: GraphIndex) -> None:
         self.index = index
         self._lists: dict[int, Matches] = {}
+        self._complexes: dict[Complex, Matches] = {}
+        self._compounds: dict[Compound, Matches] = {}
+        self._targets: dict[int, tuple[Matches, _Targets]] = {}  # id(right) -> (right, its targets)
+        self._reach: dict[tuple[str, Path], int] = {}
         self._covered: dict[int, int] = {}
         self._holders: dict[int, set[Path]] = {}
 
@@ -251,26 +291,52 @@ class Evaluator:
         return found
 
     def complex(self, sel: Complex) -> Matches:
-        current = self.compound(sel.first)
-        for comb, comp in sel.steps:
-            right = self.compound(comp)
-            current = self.inside(current, right) if comb == " " else self.related(current, right, comb)
-        return current
+        found = self._complexes.get(sel)
+        if found is None:
+            found = self.compound(sel.first)
+            for comb, comp in sel.steps:
+                right = self.compound(comp)
+                found = self.inside(found, right) if comb == " " else self.related(found, right, comb)
+            self._complexes[sel] = found
+        return found
 
     # -- compounds
     def compound(self, comp: Compound) -> Matches:
-        index, found = self.index, Matches()
-        if comp.matches_ops:
-            for i, op in enumerate(index.order):
-                if (comp.type in (None, "*") or op.op.value == comp.type) and all(
-                        self.op_passes(t, i, op) for t in comp.tests):
-                    found.ops.add(i)
-        if comp.matches_scopes:
-            for path in index.inside:
-                if (comp.type is None or path[-1].is_a(comp.type)) and all(
-                        self.scope_passes(t, path) for t in comp.tests):
-                    found.scopes.add(path)
+        found = self._compounds.get(comp)
+        if found is None:
+            tests = tuple(dict.fromkeys(comp.tests))  # a repeated test decides nothing new
+            found = self._compounds[comp] = Matches(
+                self.compound_ops(comp.type, tests) if comp.matches_ops else set(),
+                self.compound_scopes(comp.type, tests) if comp.matches_scopes else set())
         return found
+
+    def compound_ops(self, type_: str | None, tests: tuple[Any, ...]) -> set[int]:
+        """The ops of kind ``type_`` (None, ``*``: any) passing ``tests``, filtered one test at a time.
+
+        The candidates start from an index (the ops of a name, or of a kind) where the compound has
+        one, and ``:not`` removes its matches with one set difference.
+        """
+        index = self.index
+        name = next((t.name for t in tests if isinstance(t, NameTest)), None)
+        if name is not None:
+            found = set(index.names.get(name, ()))
+            if type_ not in (None, "*"):
+                found = {i for i in found if index.order[i].op.value == type_}
+        else:
+            found = set(range(index.size)) if type_ in (None, "*") else set(index.kinds.get(type_ or "", ()))
+        for test in tests:
+            if not found:
+                break
+            if isinstance(test, Pseudo) and test.name == "not":
+                found -= self.select(test.arg).ops
+            elif not isinstance(test, NameTest) or test.name != name:
+                found = {i for i in found if self.op_passes(test, i, index.order[i])}
+        return found
+
+    def compound_scopes(self, type_: str | None, tests: tuple[Any, ...]) -> set[Path]:
+        """The scopes of layer type ``type_`` (None: any) passing ``tests``."""
+        return {path for path in self.index.inside
+                if (type_ is None or path[-1].is_a(type_)) and all(self.scope_passes(t, path) for t in tests)}
 
     def op_passes(self, test: Any, i: int, op: Op) -> bool:
         if isinstance(test, NameTest):
@@ -321,10 +387,17 @@ class Evaluator:
     # -- combinators
     def inside(self, left: Matches, right: Matches) -> Matches:
         """``left right``: the items of ``right`` inside a scope of ``left``."""
-        outer, order = left.scopes, self.index.order
-        ops = {i for i in right.ops if any(order[i].meta.scope[:k] in outer
-                                           for k in range(1, len(order[i].meta.scope) + 1))}
-        scopes = {p for p in right.scopes if any(p[:k] in outer for k in range(1, len(p)))}
+        if not left.scopes:
+            return Matches()
+        index = self.index
+        outer = {index.path_id[p] for p in left.scopes}
+        held = [not outer.isdisjoint(prefixes) for prefixes in index.holding]  # per path id: inside ``outer``
+        ops = {i for i in right.ops if held[index.op_path[i]]}
+        scopes = set()
+        for path in right.scopes:
+            k = index.path_id[path]
+            if held[k] and (k not in outer or len(outer & index.holding[k]) > 1):  # a strictly outer scope
+                scopes.add(path)
         return Matches(ops, scopes)
 
     def related(self, left: Matches, right: Matches, comb: str) -> Matches:
@@ -333,21 +406,27 @@ class Evaluator:
         index = self.index
         masks = {">": index.consumer_masks, ">>": index.descendant_masks,
                  "<": index.source_masks, "<<": index.ancestor_masks}[comb]
-        targets = _Targets(index, right)
-        ops = {i for i in left.ops if masks[i] & targets.disjoint_from(index.order[i].meta.scope, is_op=True)}
+        cached = self._targets.get(id(right))
+        if cached is None:
+            cached = self._targets[id(right)] = (right, _Targets(index, right))
+        disjoint_from, op_path = cached[1].disjoint_from, index.op_path
+        ops = {i for i in left.ops if masks[i] & disjoint_from(op_path[i], True)}
         scopes = set()
         for path in left.scopes:
-            reach = 0
-            for i in index.inside[path]:
-                reach |= masks[i]
-            if reach & targets.disjoint_from(path, is_op=False):
+            reach = self._reach.get((comb, path))
+            if reach is None:
+                reach = 0
+                for i in index.inside[path]:
+                    reach |= masks[i]
+                self._reach[(comb, path)] = reach
+            if reach & disjoint_from(index.path_id[path], False):
                 scopes.add(path)
         return Matches(ops, scopes)
 
 
 class _Targets:
     """The ops of a selector's matches, grouped so that "the ops of the matches disjoint from item a"
-    is a few mask operations per distinct scope path of a.
+    is a few mask operations per distinct scope path of a (memoized by the path's id).
 
     For an op y, ``deepest(y)`` is the length of the longest matched scope holding y (unbounded
     when y itself is matched). A match holding y is disjoint from a exactly when it is longer than
@@ -371,14 +450,15 @@ class _Targets:
         for j in range(self.max_depth, -1, -1):
             running |= bits(by_depth.get(j + 1, ()), index.size)
             self.deeper[j] = running
-        self._memo: dict[tuple[Path, bool], int] = {}
+        self._memo: dict[tuple[int, bool], int] = {}
 
-    def disjoint_from(self, path: Path, is_op: bool) -> int:
-        """The ops inside matches disjoint from an op recorded in ``path`` (``is_op``) or from the scope ``path``."""
-        key = (path, is_op)
+    def disjoint_from(self, path_id: int, is_op: bool) -> int:
+        """The ops inside matches disjoint from an op recorded in the path ``path_id`` (``is_op``) or
+        from the scope of that id (``GraphIndex.path_id``)."""
+        key = (path_id, is_op)
         mask = self._memo.get(key)
         if mask is None:
-            index, mask = self.index, 0
+            index, mask, path = self.index, 0, self.index.paths[path_id]
             for j in range(len(path)):
                 mask |= index.scope_mask(path[:j]) & ~index.scope_mask(path[:j + 1]) & self.deeper[j]
             if is_op:

@@ -12,6 +12,10 @@ Grammar (DESIGN §7; whitespace around ``>``, ``<``, ``>>``, ``<<`` and ``,`` is
     name      := word | quoted string                     word: letters, digits, "_" and "-"
     value     := word (also ".", "+", "/") | quoted string
 
+A query holds at most ``MAX_QUERY_LENGTH`` (4096) characters; a longer one is refused before it is
+parsed (a ``SelectorError`` at column 4097), so no query can hold a select for long: matching costs
+query length x graph size (``match.py``).
+
 Every node prints back as canonical query text (``str(parse(" Conv>Pool  variable"))`` is
 ``"Conv > Pool variable"``), so the AST can be checked by its text. Malformed text raises a
 ``SelectorError`` carrying ``.column`` (1-based) and ``.query``, whose message has a caret line
@@ -33,6 +37,9 @@ OPERATORS = ("=", "!=", "^=", "$=", "*=")
 PSEUDO_CLASSES = ("not", "has")
 COMBINATORS = (" ", ">", ">>", "<", "<<")
 MAX_NESTING = 32  # :not(:has(...)) depth; deeper queries are refused before Python's recursion limit
+MAX_QUERY_LENGTH = 4096
+"""The longest query ``parse`` accepts, in characters: hand-written queries are far shorter, and the bound keeps
+the cost of any one ``select`` (linear in query length x graph size) small."""
 _WORD = re.compile(r"[\w\-]+")
 _VALUE = re.compile(r"[\w\-.+/]+")
 _HINT = "hint: queries look like 'Conv > Pool variable', '.elementwise:not(Conv *)', '#conv1' or '[name^=W]'"
@@ -359,8 +366,9 @@ def parse(query: str) -> SelectorList:
         a ``SelectorList``; ``str()`` of it is the canonical query text.
 
     Raises:
-        SelectorError: ``query`` is not a str, is empty or malformed; the error's ``.column``
-            (1-based) points at the problem and its message has a caret line under the query.
+        SelectorError: ``query`` is not a str, is longer than ``MAX_QUERY_LENGTH`` (4096) characters,
+            is empty or malformed; the error's ``.column`` (1-based) points at the problem and its
+            message has a caret line under the query.
 
     Example:
         >>> str(parse("Conv>Pool  variable, .bias"))
@@ -369,4 +377,12 @@ def parse(query: str) -> SelectorList:
     if not isinstance(query, str):
         raise SelectorError(f"selector: expected a query string, received {type(query).__name__}; "
                             "hint: e.g. ng.select(ops, 'Conv variable')")
+    if len(query) > MAX_QUERY_LENGTH:
+        err = SelectorError(f"selector: expected a query of at most {MAX_QUERY_LENGTH} characters, received "
+                            f"{len(query)} (starting {query[:40]!r}); hint: split it into several queries and "
+                            "combine their selections, or select by a shared label or name prefix "
+                            "('.weight', '[name^=conv]')")
+        err.column = MAX_QUERY_LENGTH + 1  # type: ignore[attr-defined]
+        err.query = query  # type: ignore[attr-defined]
+        raise err
     return _parse_cached(query)

@@ -1,16 +1,21 @@
 """The selector parser: canonical text of valid queries, the AST's shape, errors at the right column,
-and a fuzz test (any text parses, or fails with a SelectorError, and then evaluates without crashing)."""
+and fuzz tests (any text parses, or fails with a SelectorError, and then evaluates without crashing;
+long and deep queries, up to and past ``MAX_QUERY_LENGTH``, end as fast on a few-hundred-op graph)."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
-from fuzzing import fuzz_settings
+from fuzzing import HANG_SECONDS, fuzz_settings
 from hypothesis import given
 from hypothesis import strategies as st
 from selector_net import build_net
+from test_selector_limits import training_graph
 
 import ngraph_core as ng
 from ngraph_core.selectors import AttrTest, Complex, Compound, LabelTest, NameTest, Pseudo, SelectorList, parse
+from ngraph_core.selectors.parser import MAX_QUERY_LENGTH
 
 CANONICAL = [
     ("Conv", "Conv"),
@@ -142,3 +147,42 @@ def test_fuzz_any_text_parses_or_raises_selector_error(query: str) -> None:
     assert parse(str(tree)) == tree  # the canonical text means the same
     selection = ng.select(_NET.out, query)
     assert len(selection.names) == len(selection)
+
+
+_BIG = training_graph()  # 525 ops in 25 scopes
+ATOM = st.sampled_from(["*", "Affine", "Layer", "variable", "dot", "add", "#W", "#b", ".weight", "[name^=W]",
+                        "[kind!=dot]", "*:not(#b)", "Affine:has(dot)"])
+COMBINATOR = st.sampled_from([" ", ">", ">>", "<", "<<", " > ", ","])
+PIECE = ATOM | COMBINATOR | st.sampled_from([":not(", ":has(", ")", "(", "'", ""])
+
+
+@st.composite
+def long_queries(draw: st.DrawFn) -> str:
+    """A pattern repeated up to past ``MAX_QUERY_LENGTH``, inside up to 40 nested pseudo-classes: valid
+    (atoms joined by combinators) half the time, any pieces the other half."""
+    if draw(st.booleans()):
+        atoms = draw(st.lists(ATOM, min_size=1, max_size=6))
+        pattern = "".join(a + draw(COMBINATOR) for a in atoms[:-1]) + atoms[-1]
+        sep = draw(COMBINATOR)
+    else:
+        pattern, sep = "".join(draw(st.lists(PIECE, min_size=1, max_size=12))), draw(PIECE)
+    repeat = draw(st.integers(1, 2 * MAX_QUERY_LENGTH // max(len(pattern + sep), 1) + 1))
+    depth = draw(st.integers(0, 40))
+    pseudo = draw(st.sampled_from([":not(", ":has(", "*:not(", "Affine:has("]))
+    return pseudo * depth + sep.join([pattern] * repeat) + ")" * depth
+
+
+@pytest.mark.fuzz
+@fuzz_settings(30)
+@given(long_queries())
+def test_fuzz_long_and_deep_queries_end_fast(query: str) -> None:
+    start = time.perf_counter()
+    try:
+        ng.select(_BIG, query)
+    except ng.SelectorError as exc:
+        assert 1 <= exc.column <= len(query) + 1 and "expected" in str(exc) and "hint:" in str(exc)
+        assert len(query) <= MAX_QUERY_LENGTH or exc.column == MAX_QUERY_LENGTH + 1
+    else:
+        assert len(query) <= MAX_QUERY_LENGTH
+    elapsed = time.perf_counter() - start
+    assert elapsed < HANG_SECONDS, f"{elapsed:.1f} s on {query[:200]!r}"
