@@ -142,7 +142,37 @@ def _reshape(src, arg, axes, dtype):
 
 
 def slice_length(length: int, start: int, stop: int, step: int) -> int:
+    """How many elements ``(start, stop, step)`` selects: ``len(range(start, stop, step))``.
+
+    ``length`` is the axis length; the caller checks the selected indices against it
+    (``check_strided_range``)."""
     return len(range(start, stop, step))
+
+
+def check_strided_range(what: str, axis: Axis, start: int, step: int, count: int) -> None:
+    """Every index ``start + step * i`` (``0 <= i < count``) must lie in ``[0, axis.length)``.
+
+    Kernels index buffers with these numbers (a compiled loop without bounds checks too), so an
+    index past the axis would read or write outside the buffer: every slice and pad is checked here,
+    when the op is built and when a graph document is decoded.
+
+    Raises:
+        AxesError: a zero step, or a first or last index outside the axis.
+    """
+    if step == 0:
+        raise AxesError(f"{what}: step must be nonzero, received 0 for axis {axis}")
+    if count == 0:
+        if not 0 <= start <= axis.length:
+            raise AxesError(f"{what}: start {start} is outside axis {axis} (expected 0 <= start <= {axis.length} "
+                            "for an empty range); hint: build slices with ng.tensor_slice")
+        return
+    last = start + step * (count - 1)
+    if not (0 <= start < axis.length and 0 <= last < axis.length):
+        raise AxesError(
+            f"{what}: indices {start}, {start + step}, ... {last} (step {step}, {count} elements) run outside axis "
+            f"{axis}; expected every index in [0, {axis.length}); hint: build slices with ng.tensor_slice, which "
+            "clips them to the axis"
+        )
 
 
 def _slice(src, arg, axes, dtype):
@@ -158,7 +188,15 @@ def _slice(src, arg, axes, dtype):
         start, stop, step = s
         if step == 0:
             raise AxesError(f"slice: step must be nonzero, received 0 for axis {axis}")
-        kept.append(axis.with_length(slice_length(axis.length, start, stop, step)))
+        count = slice_length(axis.length, start, stop, step)
+        if count == 0:  # an empty range's start and stop only need to be a canonical pair (slice.indices)
+            low = -1 if step < 0 else 0
+            if not (low <= start <= axis.length and low <= stop <= axis.length):
+                raise AxesError(f"slice: empty range ({start}, {stop}, {step}) outside axis {axis}; hint: build "
+                                "slices with ng.tensor_slice")
+        else:
+            check_strided_range("slice", axis, start, step, count)
+        kept.append(axis.with_length(count))
     return Axes(kept), x.dtype
 
 
@@ -169,9 +207,17 @@ def _pad(src, arg, axes, dtype):
     placed = [a for a, p in zip(out, arg) if not isinstance(p, int)]
     if [a.name for a in placed] != list(x.axes.names):
         raise AxesError(f"pad: input axes {format_axes(x.axes)} do not match output {format_axes(out)}")
+    for axis, p in zip(out, arg):
+        if isinstance(p, int) and not 0 <= p < axis.length:
+            raise AxesError(f"pad: index {p} is out of range for the new axis {axis}; expected 0 <= index < "
+                            f"{axis.length}")
     for axis, inner, (start, step) in zip(placed, x.axes, (p for p in arg if not isinstance(p, int))):
-        if inner.length and start + step * (inner.length - 1) >= axis.length:
-            raise AxesError(f"pad: input axis {inner} placed at {start}::{step} overflows {axis}")
+        if step == 0:
+            raise AxesError(f"pad: step must be nonzero, received 0 for axis {axis}")
+        if not 0 <= start <= axis.length:
+            raise AxesError(f"pad: input axis {inner} placed at {start}::{step} starts outside {axis}")
+        if inner.length:
+            check_strided_range(f"pad: input axis {inner} placed at {start}::{step}", axis, start, step, inner.length)
     return out, x.dtype
 
 

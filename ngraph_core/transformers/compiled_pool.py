@@ -21,6 +21,12 @@ length-1 axes in front.
 
 The sources below are static (no names from the graph) and go through the kernel disk cache
 (``numba_kernels._load``), so a second process compiles nothing.
+
+Memory safety: the loops index without bounds checks. Their window, strides and padding are the op's
+``PoolArg``, checked against the input's axes by ``ir.conv.check_pool`` when the graph was built,
+decoded and compiled (padding at most half the window, a window no larger than the padded input), and
+each call reaches them through ``_view``, whose ``reshape`` to the planned ``(C, D, H, W, N)`` shape
+raises on an array of any other size.
 """
 
 from __future__ import annotations

@@ -26,6 +26,11 @@ shared axis each; a fused program's ``dot`` head too), or an element-wise op or 
 else (valid lengths, a reduction or a random op in the body, a debug tap) runs the shared kernel,
 silently. Generated code contains only generated identifiers and numeric literals.
 
+Memory safety: the loop indexes without bounds checks. Its bounds, offsets and slices are the body
+graph's axes and ``slice`` args, which ``ir.infer`` checked against their axes when the graph was built
+or decoded and ``compile_graph`` verified again; each call then checks that every operand has its op's
+shape (``VerifyError`` otherwise) before the loop starts.
+
 Measured (2026-11-25, AMD EPYC, one thread; ``benchmarks/onnx_latency.py --models lstm``): the ONNX
 LSTM classifier (16 steps, hidden 64) at batch 1 went from 0.27 ms (9.8x onnxruntime) to 0.039 ms
 (1.38x); at batch 32 from 0.92 ms (2.7x) to 0.46 ms (1.35x). A training step (``lstm_step``, batch 32,
@@ -43,6 +48,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import VerifyError
 from ..ir import FusedProgram, Op, OpType, walk
 from . import runtime
 from .kernels import leaf
@@ -422,7 +428,15 @@ def compiled_scan(op: Op, kc: KernelContext) -> Kernel | None:
     spans = [(offset, offset + size, axes.lengths) for offset, size, axes in arg.layout()]
     inputs = n_seq + n_state + n_extra
 
+    shapes = [s.axes.lengths for s in op.src[:inputs]]
+
     def compiled_scan_kernel(out: Any, *src: Any) -> Any:
+        # the loop indexes without bounds checks: every operand must have its op's shape (the plan's
+        # buffers always do; this keeps a bug elsewhere from turning into a read past a buffer)
+        for x, shape in zip(src, shapes):
+            if x.shape != shape:
+                raise VerifyError(f"compiled scan {op.name}: expected operand shapes {shapes}, received "
+                                  f"{[x.shape for x in src[:inputs]]}; hint: a bug in ngraph_core, please report it")
         views = [out[start:stop].reshape(shape) for start, stop, shape in spans]
         finals, rest = views[:n_state], views[n_state:]
         stacked = rest[:n_out] + rest[n_out + n_saved:]

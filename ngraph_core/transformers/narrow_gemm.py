@@ -40,6 +40,11 @@ at 65 GB/s with 8 MB of weights cycled, 18 GB/s with 16 MB, 10 GB/s from 24 MB o
 declines (returns False) unless numba imports, ``NG_KERNELS`` is not ``numpy``, the arrays are 2-d NumPy
 arrays of one float dtype, ``a`` is C-contiguous and big enough (``MIN_ELEMENTS``). The source is static
 and goes through the kernel disk cache (``numba_kernels._load``).
+
+Memory safety: the loops index without bounds checks, so each generated kernel first compares its
+operands' shapes (``a``, ``bt``, ``out`` and the epilogue's ``bias`` and ``res``) with the extents it will
+index and raises ``ValueError`` before any read when one falls short: a check of a few integers per call,
+whatever the caller (the channels-last convolution builds its operands from a verified graph's axes).
 """
 
 from __future__ import annotations
@@ -89,6 +94,16 @@ def _epilogue_lines(dtype: str, epilogue: tuple[str, ...]) -> str:
     return "".join(f"    {_EPILOGUE_LINES[step]}\n" for step in epilogue)
 
 
+def _operand_checks(epilogue: tuple[str, ...], rows: str = "rows", cols: str = "cols") -> str:
+    """The extra conditions of the kernels' shape check: the epilogue's operands cover the output."""
+    checks = ""
+    if "bias" in epilogue:
+        checks += f" or bias.shape[0] < {rows}"
+    if "add" in epilogue:
+        checks += f" or res.shape[0] < {rows} or res.shape[1] < {cols}"
+    return checks
+
+
 def _stores(epilogue: tuple[str, ...]) -> str:
     rows = ("i", "i + q", "i + 2 * q", "i + 3 * q")
     if not epilogue:
@@ -108,6 +123,9 @@ from numpy import {dtype} as T
 def k(a, bt, out{params}):
     rows, depth = a.shape
     cols = bt.shape[0]
+    # the loop indexes without bounds checks: operands that disagree stop here (checks_operands)
+    if bt.shape[1] < depth or out.shape[0] < rows or out.shape[1] < cols{operand_checks}:
+        raise ValueError("narrow_gemm: operand shapes disagree (a bug in ngraph_core: please report it)")
     last_row, last_col = rows - 1, cols - 1
     q = (rows + 3) // 4
     for i in {range}(q):
@@ -155,6 +173,7 @@ def compiled(dtype: Any, epilogue: tuple[str, ...] = (), parallel: bool = False)
             dtype=name, fmas=_FMAS, stores=_stores(tuple(epilogue)),
             epilogue=_EPILOGUE.format(lines=lines) if epilogue else "",
             params=", bias, res" if epilogue else "", parallel=parallel, range="prange" if parallel else "range",
+            operand_checks=_operand_checks(tuple(epilogue)),
             partial="epilogue(sums[d][c], bias, res, i + d * q, j + c)" if epilogue else "sums[d][c]"))
     return kernel
 
@@ -169,6 +188,8 @@ from numpy import {dtype} as T
 @njit(cache=True, nogil=True)
 def k(src, out, bias, res):
     rows, cols = out.shape
+    if src.shape[0] < cols or src.shape[1] < rows{operand_checks}:
+        raise ValueError("narrow_gemm: operand shapes disagree (a bug in ngraph_core: please report it)")
     for j0 in range(0, cols, 16):  # 16 of src's rows at a time: their elements are read along out's rows
         j1 = min(j0 + 16, cols)
         for i in range(rows):
@@ -188,7 +209,8 @@ def transposed_store(dtype: Any, epilogue: tuple[str, ...] = ()) -> Callable[...
         lines = _epilogue_lines(name, epilogue)
         kernel = _kernels[key] = _load(_STORE_SOURCE.format(
             dtype=name, epilogue=_EPILOGUE.format(lines=lines) if epilogue else "",
-            value="epilogue(src[j, i], bias, res, i, j)" if epilogue else "src[j, i]"))
+            value="epilogue(src[j, i], bias, res, i, j)" if epilogue else "src[j, i]",
+            operand_checks=_operand_checks(tuple(epilogue))))
     return kernel
 
 

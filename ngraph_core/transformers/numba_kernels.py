@@ -36,6 +36,11 @@ float64. In float32, exp/tanh/sigmoid compile to vectorizable approximations (``
 within 3e-7 relative of NumPy's, exact at 0, +-inf, NaN, overflow and underflow): a fused
 ``sigmoid(a) * tanh(b) + exp(0.1 a)`` on 256x32 floats, one computation call, took 19.6 us against
 28 us on NumPy (2026-11-25, AMD EPYC, one core; benchmarks/RESULTS.md).
+
+Memory safety: a generated loop indexes without bounds checks over the coalesced shape of the op's
+output. Before it runs, every operand goes through ``np.broadcast_to`` to that shape and the output
+through ``np.reshape(..., copy=False)``, which raise on any array that does not fit: no operand can be
+shorter than the loop.
 """
 
 from __future__ import annotations

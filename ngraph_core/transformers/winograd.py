@@ -40,6 +40,12 @@ The three convolution kernels:
   output transform) and ``dg = Gᵀ dU G`` (the adjoint of the filter transform).
 
 Which algorithm runs is chosen per layer by measurement (``NG_CONV``, ``conv_choice.py``).
+
+Memory safety: the transforms index without bounds checks. Their extents come from the conv's verified
+axes and ``ConvArg`` (``ir.conv.check_conv``: positive strides, non-negative padding, a kernel that fits
+the padded input); the input reaches them through a padded copy of the planned shape, the scratch is
+sized by the same ``Tiles``, and each call checks the arrays a transform reads or writes directly
+(``out``, an uncopied ``dy``) against that shape (``VerifyError``) before the first tile.
 """
 
 from __future__ import annotations
@@ -50,6 +56,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import VerifyError
 from ..ir import Op
 from ..ir.conv import ConvArg, activation_roles, filter_roles
 from . import runtime
@@ -237,6 +244,7 @@ class Forward:
         """``out`` ``(K, Ho, Wo, N)`` (C-contiguous) = the convolution of ``x`` (any axes order) with ``g``
         (or with ``u``, ``g`` already transformed, when given)."""
         t, from_tiles = self.tiles, self.from_tiles
+        _check_shape("winograd forward output", out, (t.k, *t.out_lengths, t.n))
         u = filter_transform(g, buffers["U"]) if u is None else u
         padded = t.padded_input(x, buffers)
         whole = out if t.even else buffers["whole"]
@@ -253,6 +261,14 @@ class Forward:
         if not t.even:
             np.copyto(out, whole[:, :t.out_lengths[0], :t.out_lengths[1]])
         return out
+
+
+def _check_shape(what: str, array: Any, shape: tuple[int, ...]) -> None:
+    """The compiled transforms index without bounds checks: an array they read or write whole must have the
+    shape the tiling was planned for (a few integers compared per call)."""
+    if tuple(array.shape) != tuple(shape):
+        raise VerifyError(f"{what}: expected shape {tuple(shape)}, received {tuple(array.shape)}; hint: a bug in "
+                          "ngraph_core, please report it")
 
 
 def _forward(x_axes: Any, k: int, padding: Any, dtype: str, scratch: Scratch) -> Forward:
@@ -337,6 +353,8 @@ def bprop_filter(op: Op, kc: KernelContext) -> Kernel:
     def winograd_bprop_filter_kernel(out, xv, dyv):
         buffers = views()
         padded = t.padded_input(xv, buffers)
+        if not copy_dy:  # the gradient transform then reads dy itself, tile by tile
+            _check_shape("winograd filter gradient's dy", dyv, t.whole_shape)
         dyi = dy_pad(np, buffers["dy"], dyv.transpose(dyr.perm)) if copy_dy else dyv
 
         def rows(w: int, start: int, stop: int) -> None:

@@ -33,14 +33,18 @@ def reshape(op: Op, kc: KernelContext) -> Kernel:
     return lambda v: v.reshape(shape)
 
 
-def _python_slice(start: int, stop: int, step: int) -> slice:
-    # a normalised stop below zero means "run to the start" (negative steps)
-    return slice(start, stop if stop >= 0 else None, step)
+def _python_slice(start: int, step: int, count: int) -> slice:
+    """The Python slice selecting ``start, start + step, ...`` (``count`` indices, all inside the axis:
+    ``ir.infer.check_strided_range`` checked them when the op was built or decoded)."""
+    if count == 0:
+        return slice(0, 0, 1)  # (-1, -1, -1) is an empty range too, but slice(-1, None, -1) is not empty
+    stop = start + step * count
+    return slice(start, stop if stop >= 0 else None, step)  # below zero: run to the axis' start
 
 
 def slice_index(op: Op) -> tuple:
     """The basic index (ints and slices) a ``slice`` op applies: ``x[slice_index(op)]`` is its view."""
-    return tuple(s if isinstance(s, int) else _python_slice(*s) for s in op.arg)
+    return tuple(s if isinstance(s, int) else _python_slice(s[0], s[2], len(range(*s))) for s in op.arg)
 
 
 def slice_kernel(op: Op, kc: KernelContext) -> Kernel:
@@ -57,7 +61,7 @@ def pad(op: Op, kc: KernelContext) -> Kernel:
             index.append(p)
         else:
             start, step = p
-            index.append(_python_slice(start, start + step * next(lengths), step))
+            index.append(_python_slice(start, step, next(lengths)))
     index_t = tuple(index)
 
     def pad_kernel(out, v):
