@@ -5,6 +5,10 @@ A save that fails or is killed leaves the previous file untouched. Temporary fil
 processes (a dead pid on this host, or older than ``STALE_SECONDS``) and remove them; a file
 being written by a live process is never touched.
 
+The saved file gets the mode a plain ``open()`` would give it (``0o666`` less the umask). The umask
+is read without changing it (``/proc/self/status`` on Linux): setting it, even for a moment, is
+process-wide, and a file another thread created meanwhile would get a world-writable mode.
+
 Example:
     >>> with atomic_path("out/curve.png") as tmp:
     ...     figure.savefig(tmp, format="png")
@@ -26,6 +30,42 @@ STALE_SECONDS = 600.0  # a temporary file of another host (or of an older neon) 
 HOST = f"{zlib.crc32(socket.gethostname().encode()):08x}"
 _OURS = re.compile(r"([0-9a-f]{8})-(\d+)-\w+")
 _MKSTEMP = re.compile(r"\w{8}")  # temporary files of earlier neon versions: .<name>.<8 random chars>.tmp
+
+
+def _umask_from_proc() -> int | None:
+    """The process's umask from ``/proc/self/status`` (Linux 4.7+), or None where that line is missing."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _umask_once() -> int:
+    """The umask where /proc cannot tell it: set and restored once, at import (the main thread, before
+    the program starts the threads that save)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+_IMPORT_UMASK = _umask_from_proc()
+if _IMPORT_UMASK is None:
+    _IMPORT_UMASK = _umask_once()
+
+
+def current_umask() -> int:
+    """The process's umask, read without changing it (a umask set after import is seen on Linux only).
+
+    Example:
+        >>> oct(current_umask())
+        '0o22'
+    """
+    mask = _umask_from_proc()
+    return _IMPORT_UMASK if mask is None else mask
 
 
 def pid_alive(pid: int) -> bool:
@@ -101,9 +141,7 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     os.close(fd)
     tmp = Path(tmp_name)
     try:
-        mask = os.umask(0)  # mkstemp makes the file private; give it the mode a plain open() would
-        os.umask(mask)
-        os.chmod(tmp, 0o666 & ~mask)
+        os.chmod(tmp, 0o666 & ~current_umask())  # mkstemp makes the file private; give it open()'s mode
         yield tmp
         with open(tmp, "rb+") as f:  # the data is on disk before the rename makes it visible
             os.fsync(f.fileno())
