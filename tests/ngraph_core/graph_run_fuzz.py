@@ -52,8 +52,19 @@ def _get(node: Any, path: tuple) -> Any:
     return node
 
 
-def fix_lengths(doc: dict) -> dict:
-    """``doc`` with each record's declared axes and dtype set to what inference gives (where it gives any)."""
+def _rename_lengths(node: Any, old: dict[str, int], new: dict[str, int]) -> Any:
+    """Every ``[name, length]`` pair of ``node`` with ``length == old[name]`` given ``new[name]`` instead."""
+    if isinstance(node, list):
+        if len(node) == 2 and isinstance(node[0], str) and type(node[1]) is int and old.get(node[0]) == node[1]:
+            return [node[0], new[node[0]]]
+        return [_rename_lengths(v, old, new) for v in node]
+    if isinstance(node, dict):
+        return {k: _rename_lengths(v, old, new) for k, v in node.items()}
+    return node
+
+
+def _fix_once(doc: dict) -> bool:
+    """One pass over the records; True when it changed the document and another pass is needed."""
     import importlib
 
     ser = importlib.import_module("ngraph_core.serialize")  # the package re-exports a function named serialize
@@ -75,11 +86,32 @@ def fix_lengths(doc: dict) -> dict:
             src = [built[s] for s in record["src"]]
             arg = ARG_TYPES[kind].from_json(record["arg"], ctx, "fuzz")
             axes = ser._decode_axes(record["axes"], "fuzz")
+        except Exception:  # noqa: BLE001 - not even readable: the document stays refused
+            return False
+        try:
             out_axes, out_dtype = infer_op(kind, src, arg, axes, record["dtype"])
-            record["axes"], record["dtype"] = [[a.name, a.length] for a in out_axes], out_dtype
-            built.append(ser._decode_op(i, record, built, ctx))
-        except Exception:  # noqa: BLE001 - inference refuses the mutation: the document stays refused
-            return doc
+        except Exception:  # noqa: BLE001
+            # an op whose axes are given (cast_axes, broadcast...): the attacker renames its axes' lengths
+            # to its source's everywhere in the document, as a hand-made file would
+            if not src or len(src[0].axes) != len(axes):
+                return False
+            old = {a.name: a.length for a, b in zip(axes, src[0].axes) if a.length != b.length}
+            new = {a.name: b.length for a, b in zip(axes, src[0].axes) if a.length != b.length}
+            if not old:
+                return False
+            doc["ops"] = _rename_lengths(doc["ops"], old, new)
+            return True
+        record["axes"], record["dtype"] = [[a.name, a.length] for a in out_axes], out_dtype
+        return True
+    return False
+
+
+def fix_lengths(doc: dict, passes: int = 6) -> dict:
+    """``doc`` with its declared axes and dtypes adjusted to what inference gives from the sources, and the
+    lengths of axes that an op takes as given renamed everywhere to match (a few passes at most)."""
+    for _ in range(passes):
+        if not _fix_once(doc):
+            break
     return doc
 
 
@@ -98,6 +130,29 @@ def mutants(seeds: list[str], count: int, seed: int) -> list[str]:
         _set(doc["ops"], path, new)
         out.append(json.dumps(fix_lengths(doc)))
     return out
+
+
+def extra_seeds() -> list[str]:
+    """Seeds that put static indices in front of the compiled kernels: a slice inside a scan body (the
+    compiled scan), a padded convolution and a max pool (Winograd, compiled pooling)."""
+    import ngraph_core as ng
+
+    rec, c, n, h = (ng.make_axis(6, name="REC"), ng.make_axis(4, name="C"), ng.make_axis(2, name="N"),
+                    ng.make_axis(3, name="H"))
+    x, h0 = ng.placeholder([c, rec, n], name="x"), ng.placeholder([h, n], name="h0")
+
+    def step(x_t, state):
+        total = ng.tanh(state + ng.cast_axes(ng.tensor_slice(x_t, [slice(0, 3), slice(None)]), [h, n]))
+        return [total], [total]
+
+    (last,), (every,) = ng.scan(step, [x], [h0], rec)
+    img = ng.placeholder([ng.make_axis(3, name="C"), ng.make_axis(8, name="H"), ng.make_axis(8, name="W"), n],
+                         name="img")
+    w = ng.variable([ng.make_axis(3, name="C"), ng.make_axis(3, name="R"), ng.make_axis(3, name="S"),
+                     ng.make_axis(4, name="K")], initial_value=0.1, name="w")
+    conv = ng.relu(ng.convolution(img, w, padding=1))
+    pooled = ng.pooling(conv, 2, "max", strides=2, padding=1, ceil_mode=True)
+    return [ng.serialize([last, every, x, h0]), ng.serialize([pooled, img])]
 
 
 def _feed(op: Any, rng: np.random.Generator) -> np.ndarray:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from fuzzing import budget
-from graph_run_fuzz import mutants
+from graph_run_fuzz import extra_seeds, mutants
 from test_serialize_fuzz import SEEDS
 
 HERE = Path(__file__).resolve().parent
@@ -36,7 +36,7 @@ def run_children(texts: list[str], tmp_path: Path, timeout: float) -> list[dict]
 
 @pytest.mark.fuzz
 def test_mutated_documents_decode_compile_and_run_without_crashing(tmp_path: Path) -> None:
-    texts = mutants(SEEDS, budget(60), seed=int(os.environ.get("NG_FUZZ_SEED", "0")))
+    texts = mutants(SEEDS + extra_seeds(), budget(60), seed=int(os.environ.get("NG_FUZZ_SEED", "0")))
     lines = run_children(texts, tmp_path, timeout=600)
     raw = [(line["i"], line["outcome"], texts[line["i"]][:200]) for line in lines if line["outcome"].startswith("raw")]
     assert not raw, raw
