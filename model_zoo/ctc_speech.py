@@ -59,13 +59,14 @@ from neon.costs import CTC, pack_ctc_targets
 from neon.data import DataError
 from neon.data.packaged import data_dirs
 from neon.data.sequences import SequenceIterator
-from neon.data.speech import DIGITS, synthesize_digits
+from neon.data.speech import DIGITS, read_manifest, synthesize_digits
 from neon.decoders import greedy_decode
 from neon.initializers import GlorotUniform, set_seed
 from neon.layers import Affine, Conv, DeepBiRNN, GRUCell
 from neon.metrics import CER
 from neon.model import Model
 from neon.optimizers import Adam
+from ngraph_core import safe_json
 
 ALPHABET = " " + "".join(sorted(set("".join(DIGITS))))  # " efghinorstuvwxz": class k + 1 is ALPHABET[k]
 BLANK = 0
@@ -135,14 +136,17 @@ def load_digit_speech(n: int, seed: int = 0, data_dir: str | Path | None = None
     cache = folder / "features.npz"
     manifest = folder / "manifest.json"
     if cache.is_file() and manifest.is_file():
-        specs = json.loads(manifest.read_text()).get("utterances", [])[:n]
-        with np.load(cache, allow_pickle=False) as stored:
-            index = json.loads(str(stored["index"]))
-            if len(specs) == n and all(index.get(s["file"]) == s for s in specs):
-                return ([stored[s["file"]] for s in specs], [str(s["text"]) for s in specs],
-                        [str(s["voice"]) for s in specs])
+        try:  # a damaged cache is synthesized again
+            specs = read_manifest(manifest)[:n]
+            with np.load(cache, allow_pickle=False) as stored:
+                index = safe_json.loads(str(stored["index"]), what=f"{cache}: index", error=DataError, max_depth=8)
+                if len(specs) == n and isinstance(index, dict) and all(index.get(s["file"]) == s for s in specs):
+                    return ([stored[s["file"]] for s in specs], [str(s["text"]) for s in specs],
+                            [str(s["voice"]) for s in specs])
+        except DataError:
+            pass
     features, texts = synthesize_digits(n, folder, seed=seed, max_digits=MAX_DIGITS)
-    specs = json.loads(manifest.read_text())["utterances"][:n]
+    specs = read_manifest(manifest)[:n]
     if [s["text"] for s in specs] != texts:
         raise DataError(f"load_digit_speech: {manifest} does not list the {n} utterances just synthesised")
     tmp = folder / "features.tmp.npz"

@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import resource
 import signal
 import sys
@@ -39,10 +40,15 @@ GROUPS = ("params", "optimizer")
 MAX_DEPTH = 32  # group nesting: keys are scope paths, a few levels deep
 MAX_OBJECTS = 100_000
 MAX_META_BYTES = 16 << 20
+MAX_JSON_DEPTH = 128  # the layer configs in meta nest up to neon.layers' MAX_CONFIG_DEPTH (100) plus a few levels
 MAX_RNG_BYTES = 1 << 20
 MAX_EXPANSION = 1100  # gzip compresses at most ~1032:1
 DTYPE_KINDS = "biufc"
 EXIT_FAILURE = 2
+
+
+_JSON_STRING = re.compile(r'"[^"\\]*(?:\\[\s\S][^"\\]*)*"')  # a JSON string literal (escapes included)
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
 
 
 class ReadFailure(Exception):
@@ -51,10 +57,10 @@ class ReadFailure(Exception):
 
 # -- the JSON fields, checked in the child and again in the parent ------------------------------------------
 def decode_json(text: Any, what: str, limit: int) -> Any:
-    """Parse an attribute's JSON text of at most ``limit`` bytes.
+    """Parse an attribute's JSON text of at most ``limit`` bytes, nested at most ``MAX_JSON_DEPTH`` deep.
 
     Raises:
-        ReadFailure: not text, too long, or not JSON.
+        ReadFailure: not text, too long, too deep, or not JSON.
     """
     if isinstance(text, bytes):
         text = text.decode("utf-8", "replace")
@@ -62,10 +68,38 @@ def decode_json(text: Any, what: str, limit: int) -> Any:
         raise ReadFailure(f"the {what} attribute is {type(text).__name__}, expected JSON text")
     if len(text) > limit:
         raise ReadFailure(f"the {what} attribute holds {len(text)} characters, expected at most {limit}")
+    depth = json_depth(text, MAX_JSON_DEPTH)
+    if depth > MAX_JSON_DEPTH:
+        raise ReadFailure(f"the {what} attribute nests {depth} levels deep, expected at most {MAX_JSON_DEPTH}; "
+                          "the file is damaged")
     try:
         return json.loads(text)
     except (ValueError, RecursionError) as exc:
         raise ReadFailure(f"the {what} attribute is not valid JSON ({type(exc).__name__})") from None
+
+
+def json_depth(text: str, limit: int) -> int:
+    """How deep ``text``'s arrays and objects nest (brackets inside strings do not count), or more than ``limit``.
+
+    The child cannot import ``ngraph_core.safe_json`` (the parent's decoder); this is its scan, without
+    recursion, so ``json.loads`` never recurses deep enough to fail by where it is called from.
+
+    Example:
+        >>> json_depth('{"a": [[1], "]]]"]}', 64)
+        3
+    """
+    import numpy as np
+
+    brackets = _NOT_BRACKET.sub("", _JSON_STRING.sub("", text)).encode("ascii")
+    base, deepest, chunk = 0, 0, 1 << 20
+    for start in range(0, len(brackets), chunk):
+        codes = np.frombuffer(brackets, dtype=np.uint8, count=min(chunk, len(brackets) - start), offset=start)
+        depth = base + np.cumsum(np.where((codes == ord("[")) | (codes == ord("{")), 1, -1), dtype=np.int64)
+        deepest = max(deepest, int(depth.max()))
+        if deepest > limit:
+            return deepest
+        base = int(depth[-1])
+    return deepest
 
 
 def check_int(value: Any, what: str, low: int = 0, high: int = 2**62) -> int:

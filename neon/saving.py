@@ -48,6 +48,7 @@ import h5py
 import numpy as np
 
 import ngraph_core as ng
+from ngraph_core import safe_json
 
 from . import checkpoint_reader as reader
 from .atomic_files import atomic_path, remove_stale_temporaries
@@ -63,6 +64,7 @@ READ_SECONDS_PER_BYTE = 1 / (20 << 20)
 MEMORY_FLOOR = 1 << 30  # the reader's address space: this, or 512 MiB + 4x the file size if more
 IMAGE_LIMIT = 512 << 20  # checkpoints up to this size are built in memory, then written with plain I/O
 HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
+_READER_HINT = "hint: the checkpoint is damaged — use another checkpoint"
 
 
 class CheckpointError(ng.NgraphError, ValueError):
@@ -297,8 +299,10 @@ def _collect(path: Path, out: Path, returncode: int) -> CheckpointData:
     """The child's result as ``CheckpointData``, or its failure as ``CheckpointError``."""
     error, result = out / "error.json", out / "result.json"
     if returncode == reader.EXIT_FAILURE and error.is_file() and error.stat().st_size < 65536:
-        message = json.loads(error.read_text()).get("message", "unknown failure")
-        raise CheckpointError(f"{path}: {message}")
+        report = safe_json.loads(error.read_bytes(), what=f"{path}: the checkpoint reader's error report",
+                                 error=CheckpointError, max_depth=4, hint=_READER_HINT)
+        message = report.get("message") if isinstance(report, dict) else None
+        raise CheckpointError(f"{path}: {message if isinstance(message, str) else 'unknown failure'}")
     if returncode != 0 or not result.is_file():
         cause = (f"signal {signal.Signals(-returncode).name}" if -returncode in signal.valid_signals()
                  else f"exit status {returncode}")
@@ -307,7 +311,8 @@ def _collect(path: Path, out: Path, returncode: int) -> CheckpointData:
     try:  # the child's output is plain JSON and arrays: checked again, loaded without pickle
         if result.stat().st_size > reader.MAX_META_BYTES + reader.MAX_RNG_BYTES + (64 << 20):
             raise reader.ReadFailure("the reader's output is too large")
-        fields = json.loads(result.read_text())
+        fields = safe_json.loads(result.read_bytes(), what=f"{path}: the checkpoint reader's output",
+                                 error=CheckpointError, max_depth=reader.MAX_JSON_DEPTH, hint=_READER_HINT)
         meta = reader.decode_meta(json.dumps({k: fields[k] for k in ("epoch", "history", "model", "input_shape")}))
         names = fields["names"]
         data = CheckpointData(epoch=meta["epoch"], history=meta["history"], model=meta["model"],
@@ -319,6 +324,8 @@ def _collect(path: Path, out: Path, returncode: int) -> CheckpointData:
             for i, (group, key) in enumerate(names):
                 getattr(data, GROUPS[GROUPS.index(group)])[str(key)] = arrays[f"a{i}"]
         return check_checkpoint_data(path, data)
+    except CheckpointError:
+        raise
     except (reader.ReadFailure, ValueError, KeyError, TypeError, OSError) as exc:
         raise CheckpointError(f"{path}: the checkpoint reader returned malformed data ({exc})") from None
 

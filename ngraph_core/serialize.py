@@ -41,12 +41,10 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Iterable
 from typing import Any
 
-import numpy as np
-
+from . import safe_json
 from .errors import NgraphError, SerializationError
 from .ir import ARG_TYPES, Axes, Axis, CodecContext, Op, ScopeEntry, update_meta, walk
 from .ir import infer as infer_op
@@ -55,15 +53,15 @@ from .ir.codec import HINT, check_keys, check_type, fail
 from .ir.infer import ALL_DTYPES
 from .ir.names import check_name
 from .ir.ops import OP_BY_NAME
+from .safe_json import nesting_depth  # noqa: F401  (re-exported: its home was here)
 from .selectors import TAP_ATTR
 
 FORMAT_VERSION = 1
 MAX_CHARS = 256 << 20
 MAX_DEPTH = 64
 MAX_OPS = 1_000_000
-_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')  # a JSON string literal (escapes included)
-_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
-_DEPTH_CHUNK = 1 << 20
+_LIMIT_HINT = ("hint: the file may be truncated or not a graph file; for a genuine graph file written by "
+               "ngraph_core.serialize, pass a larger max_chars or max_depth")
 _TOP_KEYS = ("format_version", "ops", "roots")
 _OP_KEYS = ("arg", "axes", "dtype", "meta", "op", "src")
 
@@ -201,31 +199,6 @@ def _reject_constant(name: str) -> Any:
     raise fail("graph document", 'strict JSON (non-finite floats written as "inf", "-inf", "nan")', name)
 
 
-def nesting_depth(text: str, limit: int) -> int:
-    """How deep ``text``'s arrays and objects nest (brackets inside strings do not count), or more than ``limit``.
-
-    A scan of the brackets alone, vectorized and chunked, that stops once ``limit`` is passed:
-    linear time, memory bounded by the text, no recursion.
-
-    Args:
-        text: JSON text (well-formed or not).
-        limit: stop counting past this depth.
-
-    Returns:
-        the largest depth; past ``limit``, the largest found in the text scanned so far.
-    """
-    brackets = _NOT_BRACKET.sub("", _STRING.sub("", text)).encode("ascii")
-    base, deepest = 0, 0
-    for start in range(0, len(brackets), _DEPTH_CHUNK):
-        codes = np.frombuffer(brackets, dtype=np.uint8, count=min(_DEPTH_CHUNK, len(brackets) - start), offset=start)
-        depth = base + np.cumsum(np.where((codes == ord("[")) | (codes == ord("{")), 1, -1), dtype=np.int64)
-        deepest = max(deepest, int(depth.max()))
-        if deepest > limit:
-            return deepest
-        base = int(depth[-1])
-    return deepest
-
-
 def _check_limit(name: str, value: int, limit: int, what: str) -> None:
     if value > limit:
         raise fail("graph document", f"at most {name}={limit} {what}", value,
@@ -235,16 +208,9 @@ def _check_limit(name: str, value: int, limit: int, what: str) -> None:
 def _parse(text: str, max_chars: int, max_depth: int) -> Any:
     """The JSON of ``text``, its length and nesting depth checked first."""
     check_type(text, str, "deserialize", "the text (str) of a graph document")
-    _check_limit("max_chars", len(text), max_chars, "characters")
-    _check_limit("max_depth", nesting_depth(text, max_depth), max_depth, "levels of nesting")
-    try:
-        return json.loads(text, object_pairs_hook=_reject_duplicates, parse_constant=_reject_constant)
-    except json.JSONDecodeError as exc:
-        raise fail("graph document", "complete JSON text", f"{exc.msg} at line {exc.lineno} column {exc.colno}",
-                   "hint: the file may be truncated or not a graph file") from None
-    except (ValueError, RecursionError) as exc:  # an int of over 4,300 digits; the depth scan makes recursion moot
-        raise fail("graph document", "JSON numbers of at most 4,300 digits, nested at most max_depth deep",
-                   str(exc)[:120]) from None
+    return safe_json.loads(text, what="graph document", error=SerializationError, max_depth=max_depth,
+                           max_chars=max_chars, hint=_LIMIT_HINT, object_pairs_hook=_reject_duplicates,
+                           parse_constant=_reject_constant)
 
 
 def deserialize(text: str, max_chars: int = MAX_CHARS, max_depth: int = MAX_DEPTH,

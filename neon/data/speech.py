@@ -26,6 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ngraph_core import safe_json
+
 from .iterators import DataError
 from .packaged import data_dirs
 
@@ -336,6 +338,38 @@ def digit_utterances(n: int, seed: int, voices: list[str], max_digits: int = 5) 
     return specs
 
 
+def read_manifest(path: str | Path) -> list[dict[str, object]]:
+    """The utterances a synthesis cache's ``manifest.json`` lists (``synthesize_digits`` writes it).
+
+    Args:
+        path: the manifest.
+
+    Returns:
+        its ``utterances``: dicts with a ``file`` name, as written.
+
+    Raises:
+        DataError: the file cannot be read, is not JSON (or nests deeper than 8 levels, or is
+            over 64 MiB), or its utterances are not objects naming a file.
+
+    Example:
+        >>> [u["text"] for u in read_manifest(folder / "manifest.json")][:2]
+        ['three one four', 'one five']
+    """
+    hint = "hint: delete the cache folder; it is synthesized again"
+    try:
+        text = Path(path).read_bytes()
+    except OSError as exc:
+        raise DataError(f"read_manifest: cannot read {path} ({exc.strerror or exc}); {hint}") from None
+    doc = safe_json.loads(text, what=f"read_manifest: {path}", error=DataError, max_depth=8, max_chars=64 << 20,
+                          hint=hint)
+    entries = doc.get("utterances", []) if isinstance(doc, dict) else None
+    if not isinstance(entries, list) or not all(isinstance(e, dict) and isinstance(e.get("file"), str)
+                                                 for e in entries):
+        raise DataError(f"read_manifest: expected {path} to hold an object whose 'utterances' are objects naming "
+                        f"a 'file', received {type(doc).__name__}; {hint}")
+    return entries
+
+
 def synthesize_digits(n: int, out_dir: str | Path | None = None, seed: int = 0,
                       max_digits: int = 5) -> tuple[list[np.ndarray], list[str]]:
     """Spoken digit strings ("three one four") from ``espeak-ng``, cached on disk, as log-mel features.
@@ -364,7 +398,10 @@ def synthesize_digits(n: int, out_dir: str | Path | None = None, seed: int = 0,
     manifest_path = folder / "manifest.json"
     cached = {}
     if manifest_path.is_file():
-        cached = {e["file"]: e for e in json.loads(manifest_path.read_text()).get("utterances", [])}
+        try:
+            cached = {str(e["file"]): e for e in read_manifest(manifest_path)}
+        except DataError:
+            cached = {}  # a damaged cache: every utterance is synthesized again and the manifest rewritten
     specs = digit_utterances(n, seed, espeak_voices(), max_digits)
     for spec in specs:
         wav = folder / str(spec["file"])

@@ -26,11 +26,13 @@ from typing import Any
 
 import numpy as np
 
+from .. import safe_json
 from ..errors import DistributedError, DistributedTimeoutError
 
 TIMEOUT_ENV = "NG_DIST_TIMEOUT"
 DEFAULT_TIMEOUT = 120.0
 OPS = ("sum", "mean", "max", "min")
+MAX_OBJECT_DEPTH = 128  # allgather_object: nesting of the lists and dicts one rank sends
 _SPIN_SECONDS = 0.05  # busy-poll this long before sleeping: MPI progresses a collective only inside MPI calls
 _MAX_SLEEP = 2e-4  # then the polling back-off's ceiling, in seconds (long sleeps stall the transfer)
 
@@ -48,6 +50,13 @@ def _to_json(obj: Any, rank: int) -> str:
         raise DistributedError(f"allgather_object on rank {rank}: expected JSON-like values (None, bool, numbers, "
                                f"str, lists, dicts with str keys), received one holding {exc}; hint: send plain "
                                "numbers and names, not objects") from None
+
+
+def _from_json(text: str | bytes, rank: int, sender: int) -> Any:
+    """The object rank ``sender`` sent to ``allgather_object``, decoded by the bounded decoder (``safe_json``)."""
+    return safe_json.loads(text, what=f"allgather_object on rank {rank}: the object from rank {sender}",
+                           error=DistributedError, max_depth=MAX_OBJECT_DEPTH,
+                           hint="hint: send plain numbers and names, nested at most MAX_OBJECT_DEPTH deep")
 
 
 def default_timeout() -> float:
@@ -259,7 +268,7 @@ class LocalCommunicator(Communicator):
         return None
 
     def allgather_object(self, obj: Any) -> list[Any]:
-        return [json.loads(_to_json(obj, self.rank))]
+        return [_from_json(_to_json(obj, self.rank), self.rank, 0)]
 
     def abort(self, code: int = 1) -> None:
         sys.stdout.flush()
@@ -313,7 +322,7 @@ class MPICommunicator(Communicator):
         gathered = np.empty(int(lengths.sum()), dtype=np.uint8)
         req = self.comm.Iallgatherv(data, [gathered, lengths, offsets, self.MPI.BYTE])
         Request(f"allgather_object ({int(lengths.sum())} bytes)", req.Test, self).wait()
-        return [json.loads(gathered[o:o + n].tobytes().decode("utf-8")) for o, n in zip(offsets, lengths)]
+        return [_from_json(gathered[o:o + n].tobytes(), self.rank, i) for i, (o, n) in enumerate(zip(offsets, lengths))]
 
     def abort(self, code: int = 1) -> None:
         sys.stdout.flush()

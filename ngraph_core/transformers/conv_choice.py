@@ -29,6 +29,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from .. import safe_json
+from ..errors import SerializationError
 from ..ir import Op
 from ..ir.conv import ConvArg, activation_roles, filter_roles
 from . import winograd
@@ -38,6 +40,7 @@ from .kernels.conv import Epilogue, finishing
 from .numba_kernels import cache_dir, reference_only
 
 ALGORITHMS = ("im2col", "winograd", "image", "channels_last")
+MAX_RECORD_BYTES = 16 << 20  # a record of a few hundred layers is a few hundred kB
 TIMED_CALLS = 3
 """Calls of each algorithm timed, alternating, before a layer's choice (the median decides)."""
 NEAR_TIE = 0.10
@@ -91,8 +94,9 @@ def _load_choices() -> None:
         return
     _loaded = True
     try:
-        record = json.loads(choices_path().read_text())
-    except (OSError, ValueError):
+        record = safe_json.loads(choices_path().read_bytes(), what=str(choices_path()), error=SerializationError,
+                                 max_chars=MAX_RECORD_BYTES)
+    except (OSError, SerializationError):
         return
     if isinstance(record, dict):
         for key, entry in record.items():

@@ -318,3 +318,33 @@ def test_structures_a_checkpoint_never_has_are_refused(tmp_path: Path, kind: str
             f["params/x"].attrs["crc32"] = 0
     with pytest.raises(CheckpointError, match=f"model.h5: params/x .*{message}|model.h5: x is a .*{message}"):
         read_checkpoint(path)
+
+
+# -- deep JSON: metadata nested 980 deep parses at the top of a fresh process but not 30+ frames down ------------
+def call_deep(frames: int, call):
+    return call() if frames == 0 else call_deep(frames - 1, call)
+
+
+def test_metadata_nested_980_deep_is_a_checkpoint_error_from_deep_in_the_stack(tmp_path: Path) -> None:
+    path = tmp_path / "model.h5"
+    trained().save_params(path)
+    with h5py.File(path, "r+") as f:  # the text is written as is: json.dumps of a 980-deep value would recurse
+        meta = json.loads(f.attrs["meta"])
+        text = json.dumps({**meta, "model": "NEST"}).replace('"NEST"', "[" * 980 + "]" * 980)
+        f.attrs["meta"] = text
+        f.attrs["meta_crc32"] = zlib.crc32(text.encode())
+    with pytest.raises(CheckpointError, match=r"model.h5: the meta attribute nests 98\d levels deep, expected at "
+                                              r"most 128"):
+        call_deep(120, lambda: read_checkpoint(path))
+
+
+def test_the_parent_decodes_the_readers_output_without_recursing(tmp_path: Path) -> None:
+    """Even if the child passed a 980-deep value (as it once did), the parent's decode is a CheckpointError."""
+    (tmp_path / "result.json").write_text('{"epoch": 1, "history": {}, "input_shape": null, "names": [], "rng": {}, '
+                                          '"model": ' + "[" * 980 + "]" * 980 + "}")
+    with pytest.raises(CheckpointError, match=r"the checkpoint reader's output: expected at most max_depth=128 "
+                                              r"levels of nesting, received 98\d; hint"):
+        call_deep(120, lambda: saving._collect(tmp_path / "m.h5", tmp_path, 0))
+    (tmp_path / "error.json").write_text("[" * 980)
+    with pytest.raises(CheckpointError, match="error report: expected at most max_depth=4"):
+        call_deep(120, lambda: saving._collect(tmp_path / "m.h5", tmp_path, saving.reader.EXIT_FAILURE))

@@ -24,7 +24,7 @@ from neon.data import (
     walk_librispeech,
     write_wav,
 )
-from neon.data.speech import hann_window, hz_to_mel, mel_to_hz
+from neon.data.speech import hann_window, hz_to_mel, mel_to_hz, read_manifest
 
 
 def tone(freq: float, rate: int, seconds: float = 1.0, amplitude: float = 0.5) -> np.ndarray:
@@ -174,3 +174,16 @@ def test_synthesize_three_digit_strings_and_cache_them(tmp_path: Path) -> None:
     again, texts_again = synthesize_digits(3, tmp_path, seed=5)  # cached: no file is rewritten
     assert texts_again == texts and [(tmp_path / m["file"]).stat().st_mtime_ns for m in manifest] == stamps
     np.testing.assert_array_equal(again[0], feats[0])
+
+
+def test_a_cache_manifest_is_read_by_the_bounded_decoder(tmp_path: Path) -> None:
+    path = tmp_path / "manifest.json"
+    path.write_text(json.dumps({"seed": 0, "utterances": [{"file": "a.wav", "text": "one"}]}))
+    assert read_manifest(path) == [{"file": "a.wav", "text": "one"}]
+    path.write_text('{"utterances": ' + "[" * 980 + "]" * 980 + "}")
+    with pytest.raises(DataError, match=r"manifest.json: expected at most max_depth=8 levels of nesting, received \d+; "
+                                        r"hint: delete the cache folder"):
+        read_manifest(path)
+    path.write_text('{"utterances": [1]}')
+    with pytest.raises(DataError, match="utterances' are objects naming a 'file'"):
+        read_manifest(path)

@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import json
+import time
+import tracemalloc
 import zipfile
+import zlib
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -108,7 +113,7 @@ def test_tampered_part_fails_its_crc(saved: tuple[Path, np.ndarray], tmp_path: P
         blob = bytearray(z.read("weights/0.bin"))
     blob[10] ^= 0x01  # a valid zip whose part no longer matches the manifest's crc32
     rewrite(path, tmp_path / "t", {"weights/0.bin": bytes(blob)})
-    with pytest.raises(DeployError, match=r"part weights/0.bin has crc32 \d+, the manifest expects"):
+    with pytest.raises(DeployError, match=r"part weights/0.bin to have the manifest's crc32 \d+, received crc32 \d+"):
         load(tmp_path / "t")
     rewrite(path, tmp_path / "m", {"graph.json": None})
     with pytest.raises(DeployError, match=r"lacks part\(s\) \['graph.json'\]"):
@@ -148,3 +153,129 @@ def test_flipped_bytes_never_load_garbage(saved: tuple[Path, np.ndarray], tmp_pa
             continue
         np.testing.assert_array_equal(loaded.predict(mnist()[2][:50]), expected)
     assert rejected >= len(positions) // 2  # almost every byte is covered by a CRC
+
+
+def repack(src: Path, dst: Path, manifest_text: Callable[[dict], str | bytes] | None = None,
+           parts: dict[str, bytes] | None = None, deflate: tuple[str, ...] = ()) -> None:
+    """Copy the archive with some parts replaced and the manifest edited, its crc32s recomputed, as a valid zip."""
+    with zipfile.ZipFile(src) as zin:
+        members = {name: zin.read(name) for name in zin.namelist()}
+    members.update(parts or {})
+    manifest = json.loads(members.pop("manifest.json"))
+    manifest["parts"] = {name: zlib.crc32(members[name]) for name in manifest["parts"] if name in members}
+    text = manifest_text(manifest) if manifest_text else json.dumps(manifest)
+    with zipfile.ZipFile(dst, "w") as zout:
+        zout.writestr("manifest.json", text)
+        for name, blob in members.items():
+            zout.writestr(name, blob, zipfile.ZIP_DEFLATED if name in deflate else zipfile.ZIP_STORED)
+
+
+def edited(change: Callable[[dict], Any]) -> Callable[[dict], str | bytes]:
+    """A manifest edit: ``change`` mutates the manifest (or returns the text to write)."""
+    def text(manifest: dict) -> str:
+        out = change(manifest)
+        return out if isinstance(out, (str, bytes)) else json.dumps(manifest)
+    return text
+
+
+def set_field(path: tuple, value: Any) -> Callable[[dict], None]:
+    def change(manifest: dict) -> None:
+        node = manifest
+        for key in path[:-1]:
+            node = node[key]
+        node[path[-1]] = value
+    return change
+
+
+FIELD_CASES = {
+    "a list as weight data": (set_field(("weights", 0, "data"), [1, 2]), r"'data' to name a part, received \[1, 2\]"),
+    "accuracy_drop inf": (lambda m: json.dumps({**m, "accuracy_drop": 0.5}).replace("0.5", "1e400"),
+                          r"'accuracy_drop' to be null or a number in \[-1, 1\], received inf"),
+    "accuracy_drop 10**400": (set_field(("accuracy_drop",), 10**400), r"'accuracy_drop' to be null or a number"),
+    "accuracy_drop NaN": (set_field(("accuracy_drop",), float("nan")), r"received nan"),
+    "batch_size true": (set_field(("batch_size",), True), r"'batch_size' to be an int in \[1, \d+\], received True"),
+    "batch_size 2**63": (set_field(("batch_size",), 2**63), r"'batch_size' to be an int"),
+    "outputs 0": (set_field(("outputs",), 0), r"'outputs' to be an int in \[1, "),
+    "backend a path": (set_field(("backend",), "../../x"), r"'backend' to be a backend name"),
+    "backend a dict": (set_field(("backend",), {}), r"'backend' to be a backend name"),
+    "precision a list": (set_field(("precision",), ["int8"]), r"a precision in"),
+    "an unknown key": (set_field(("extra",), 1), r"the manifest to hold exactly the keys"),
+    "a record's unknown key": (set_field(("weights", 0, "extra"), 1), r"weight record 0 to hold exactly the keys"),
+    "dtype a list": (set_field(("weights", 0, "dtype"), ["int8"]), r"a dtype in"),
+    "int8 record stored as float32": (set_field(("weights", 0, "dtype"), "float32"), r"that fits it"),
+    "shape of negative length": (set_field(("weights", 0, "shape"), [-1, 784]), r"shape to be a list of at most 32"),
+    "shape [2**32, 2**32]": (set_field(("weights", 0, "shape"), [2**32, 2**32]),
+                             r"shape to fit in the file \(\d+ bytes\), received \[4294967296, 4294967296\]: "
+                             r"18446744073709551616 bytes"),
+    "shape of 33 axes": (set_field(("weights", 0, "shape"), [1] * 33), r"a list of at most 32 lengths"),
+    "scale_shape that does not broadcast": (set_field(("weights", 0, "scale_shape"), [3, 1]),
+                                            r"scale_shape to broadcast against its shape \[64, 784\]"),
+    "scale dropped from an int8 record": (set_field(("weights", 0, "scale"), None), r"a scale and a scale_shape"),
+    "a crc of 2**32": (set_field(("parts", "graph.json"), 2**32), r"'parts' to map at most"),
+    "a part listed that no record uses": (set_field(("parts", "weights/9.bin"), 0), r"to list the graph and the "),
+    "a weight part named manifest.json": (set_field(("weights", 0, "data"), "manifest.json"), r"part 'manifest.json'"),
+    "a list as manifest": (lambda m: "[1, 2]", r"the manifest to be a JSON object, received list"),
+    "a 5000-digit int": (lambda m: json.dumps(m).replace('"inputs": 1', '"inputs": ' + "1" * 5000),
+                         r"numbers of at most 4,300 digits"),
+    "not UTF-8": (lambda m: b"\xff\xfe{", r"expected UTF-8 JSON text"),
+}
+
+
+@pytest.mark.parametrize("case", FIELD_CASES, ids=list(FIELD_CASES))
+def test_every_manifest_field_is_typed_and_bounded(saved: tuple[Path, np.ndarray], tmp_path: Path, case: str) -> None:
+    change, message = FIELD_CASES[case]
+    repack(saved[0], tmp_path / "m.ngi", edited(change))
+    with pytest.raises(DeployError, match=message) as info:
+        load(tmp_path / "m.ngi")
+    assert "expected" in str(info.value) and "hint:" in str(info.value)
+
+
+def test_a_2pow32_squared_shape_with_an_empty_part_is_refused(saved: tuple[Path, np.ndarray], tmp_path: Path) -> None:
+    """``np.prod([2**32, 2**32])`` wraps to 0, which an empty part matched; Python ints do not wrap."""
+    repack(saved[0], tmp_path / "m.ngi", edited(set_field(("weights", 0, "shape"), [2**32, 2**32])),
+           parts={"weights/0.bin": b""})
+    with pytest.raises(DeployError, match=r"18446744073709551616 bytes"):
+        load(tmp_path / "m.ngi")
+
+
+def deep(frames: int, call: Callable[[], Any]) -> Any:
+    return call() if frames == 0 else deep(frames - 1, call)
+
+
+@pytest.mark.parametrize("text", ["[" * 100_000, '{"weights": ' + "[" * 980 + "]" * 980 + "}"],
+                         ids=["100k open brackets", "980 deep"])
+def test_a_deep_manifest_is_refused_from_deep_in_the_stack(saved: tuple[Path, np.ndarray], tmp_path: Path,
+                                                           text: str) -> None:
+    repack(saved[0], tmp_path / "m.ngi", lambda m: text)
+    with pytest.raises(DeployError, match=r"the manifest: expected at most max_depth=64 levels of nesting"):
+        deep(150, lambda: load(tmp_path / "m.ngi"))
+
+
+def test_parts_are_never_inflated(saved: tuple[Path, np.ndarray], tmp_path: Path) -> None:
+    """A compressed part is refused, even of the right size; a bomb is refused from its manifest before any read."""
+    repack(saved[0], tmp_path / "deflated.ngi", deflate=("weights/0.bin",))
+    with pytest.raises(DeployError, match="expected part weights/0.bin stored uncompressed"):
+        load(tmp_path / "deflated.ngi")
+    bomb = tmp_path / "bomb.ngi"  # 64 MiB of zeros deflated, announced by the manifest, in a file of ~65 kB
+    repack(saved[0], bomb, edited(set_field(("weights", 0, "shape"), [4096, 4096 * 4])))
+    with zipfile.ZipFile(bomb) as zin:
+        members = {name: zin.read(name) for name in zin.namelist() if name != "weights/0.bin"}
+    manifest = json.loads(members.pop("manifest.json"))
+    info, chunk, crc = zipfile.ZipInfo("weights/0.bin"), bytes(1 << 22), 0
+    info.compress_type = zipfile.ZIP_DEFLATED
+    with zipfile.ZipFile(bomb, "w") as zout:
+        with zout.open(info, "w") as part:
+            for _ in range(16):
+                part.write(chunk)
+                crc = zlib.crc32(chunk, crc)
+        zout.writestr("manifest.json", json.dumps({**manifest, "parts": {**manifest["parts"], info.filename: crc}}))
+        for name, blob in members.items():
+            zout.writestr(name, blob)
+    assert bomb.stat().st_size < 100_000
+    tracemalloc.start()
+    start = time.perf_counter()
+    with pytest.raises(DeployError, match=r"shape to fit in the file"):
+        load(bomb)
+    assert time.perf_counter() - start < 1.0
+    assert tracemalloc.get_traced_memory()[1] < 8 << 20
+    tracemalloc.stop()
