@@ -16,8 +16,9 @@ element-wise program is one generated ``cupy.ElementwiseKernel`` (``cuda_fused.p
 launch per step, and CTC's recursions are CUDA kernels with a thread block per example
 (``cuda_ctc.py``) instead of a Python loop over frames. Convolution: CuPy 14 removed its cuDNN
 bindings (``cupy.cuda.cudnn`` and ``cupyx.cudnn`` are absent from CuPy 14.2 on the H100 machine,
-2026-11-25), so convolutions and their gradients run as im2col + a cuBLAS GEMM, the shared
-kernel's method.
+2026-11-25), so convolutions and their gradients run through ``nvidia-cudnn-frontend``'s graph API
+(``cuda_cudnn.py``, the ``conv_variant``), and as im2col + a cuBLAS GEMM, the shared kernel's method,
+where it is missing or cannot run a layer (``cuda_cudnn.report()`` says which ran and why).
 
 Random ops draw from CuPy's device generators (``cupy.random.default_rng``): reproducible for a
 seed, but a different stream from the NumPy transformer's, and their state cannot be saved
@@ -36,7 +37,7 @@ import numpy as np
 
 from ..errors import BackendUnavailableError, UnsupportedOpError
 from ..ir import Op, OpType, owns_buffer
-from . import cuda_ctc, cuda_fused, cuda_im2col
+from . import cuda_ctc, cuda_cudnn, cuda_fused, cuda_im2col
 from .base import Transformer, register_transformer
 
 _NUMPY_HINT = "use make_transformer('numpy') (or backend='auto', which falls back to NumPy)"
@@ -101,6 +102,8 @@ class CupyTransformer(Transformer):
                         OpType.FUSED: cuda_fused.fused, OpType.CTC: cuda_ctc.ctc, OpType.CTC_GRAD: cuda_ctc.ctc_grad}
     # the convolutions' col matrix in one CUDA launch, read through the input's strides
     im2col = staticmethod(cuda_im2col.make_im2col)
+    # convolutions and their gradients through cuDNN (nvidia-cudnn-frontend), im2col where it cannot run them
+    conv_variant = staticmethod(cuda_cudnn.variant)
 
     def __init__(self, device_arrays: bool = False, cuda_graphs: bool | None = None, **options: Any) -> None:
         self.xp = load_cupy()

@@ -1,0 +1,207 @@
+"""A CPU stand-in for ``nvidia-cudnn-frontend``'s graph API (the part ``cuda_cudnn.py`` calls), for the tests.
+
+``FakeCudnn`` offers ``pygraph``, ``create_handle``, ``set_stream`` and the enums, and executes a convolution
+graph the way cuDNN reads its tensors: each tensor is rebuilt from its pointer, dims and element strides
+(``numpy.lib.stride_tricks.as_strided`` over host memory) and the convolution runs in PyTorch (float64) in
+cuDNN's ``[N, C, *spatial]`` / ``[K, C/G, *F]`` order. So a wrong dim, stride or padding in the descriptors
+``cuda_cudnn`` builds gives wrong numbers here, as it would on the GPU. ``accepts`` decides which tensor
+layouts "have an engine" (default: all), to drive the strided -> packed -> im2col fallbacks.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import enum
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+NUMPY_DTYPES = {"FLOAT": np.float32, "DOUBLE": np.float64, "HALF": np.float16}
+
+
+class NotSupported(Exception):
+    """As ``cudnn.cudnnGraphNotSupportedError``."""
+
+
+class data_type(enum.Enum):  # noqa: N801 - the frontend's names
+    FLOAT = "FLOAT"
+    DOUBLE = "DOUBLE"
+    HALF = "HALF"
+
+
+class heur_mode(enum.Enum):  # noqa: N801
+    A = "A"
+    FALLBACK = "FALLBACK"
+
+
+class numerical_note(enum.Enum):  # noqa: N801
+    TENSOR_CORE = "TENSOR_CORE"
+    DOWN_CONVERT_INPUTS = "DOWN_CONVERT_INPUTS"
+
+
+class Tensor:
+    def __init__(self, uid: int, dims: list[int], strides: list[int], dtype: data_type | None) -> None:
+        self.uid, self.dims, self.strides, self.dtype, self.output = uid, list(dims), list(strides), dtype, False
+
+    def set_output(self, value: bool) -> Tensor:
+        self.output = value
+        return self
+
+    def set_dim(self, dims: list[int]) -> Tensor:
+        self.dims = list(dims)
+        return self
+
+    def set_stride(self, strides: list[int]) -> Tensor:
+        self.strides = list(strides)
+        return self
+
+    def set_data_type(self, dtype: data_type) -> Tensor:
+        self.dtype = dtype
+        return self
+
+    def get_uid(self) -> int:
+        return self.uid
+
+
+def host_view(ptr: int, dims: list[int], strides: list[int], dtype: Any) -> np.ndarray:
+    """The array cuDNN would read at ``ptr``: ``dims`` with element ``strides``."""
+    itemsize = np.dtype(dtype).itemsize
+    span = (sum((d - 1) * s for d, s in zip(dims, strides)) + 1) * itemsize
+    buffer = np.ctypeslib.as_array((ctypes.c_char * span).from_address(ptr)).view(np.uint8).view(dtype)
+    return np.lib.stride_tricks.as_strided(buffer, tuple(dims), tuple(s * itemsize for s in strides))
+
+
+class Graph:
+    def __init__(self, module: FakeCudnn, io_data_type: data_type, intermediate_data_type: data_type,
+                 compute_data_type: data_type, handle: Any) -> None:
+        self.module, self.io, self.handle = module, io_data_type, handle
+        self.tensors: list[Tensor] = []
+        self.op: tuple[str, Tensor, Tensor, dict] | None = None
+        self.deselected: list[Any] = []
+        self.built = False
+
+    def tensor(self, name: str, dim: list[int], stride: list[int], data_type: data_type) -> Tensor:
+        t = Tensor(len(self.tensors) + 10, dim, stride, data_type)
+        self.tensors.append(t)
+        return t
+
+    def _conv(self, kind: str, a: Tensor, b: Tensor, **kw: Any) -> Tensor:
+        assert self.op is None and {"pre_padding", "post_padding", "stride", "dilation"} <= set(kw)
+        out = Tensor(len(self.tensors) + 10, [], [], None)
+        self.tensors.append(out)
+        self.op = (kind, a, b, kw)
+        self.out = out
+        return out
+
+    def conv_fprop(self, image: Tensor, weight: Tensor, **kw: Any) -> Tensor:
+        return self._conv("fprop", image, weight, **kw)
+
+    def conv_dgrad(self, loss: Tensor, filter: Tensor, **kw: Any) -> Tensor:  # noqa: A002 - the frontend's name
+        return self._conv("dgrad", loss, filter, **kw)
+
+    def conv_wgrad(self, image: Tensor, loss: Tensor, **kw: Any) -> Tensor:
+        return self._conv("wgrad", image, loss, **kw)
+
+    def validate(self) -> None:
+        assert self.op is not None and self.out.output and self.out.dims and self.out.strides
+
+    def build_operation_graph(self) -> None:
+        pass
+
+    def create_execution_plans(self, modes: list[heur_mode]) -> None:
+        assert modes
+
+    def deselect_numeric_notes(self, notes: list[numerical_note]) -> None:
+        self.deselected += notes
+
+    def check_support(self) -> None:
+        for t in self.tensors:
+            if not self.module.accepts(t.dims, t.strides):
+                raise NotSupported(f"no engine for dims {t.dims} strides {t.strides}")
+
+    def build_plans(self) -> None:
+        self.built = True
+        self.module.builds += 1
+
+    def get_workspace_size(self) -> int:
+        return 256
+
+    def get_plan_name_at_index(self, index: int) -> str:
+        return "fake_engine"
+
+    def execute(self, pack: dict[int, int], workspace: int, handle: Any = None) -> None:
+        import torch
+
+        assert self.built and handle == self.handle and workspace
+        kind, a, b, kw = self.op
+        dtype = NUMPY_DTYPES[self.io.value]
+        view = {t.uid: host_view(pack[t.uid], t.dims, t.strides, dtype) for t in (a, b, self.out)}
+        ta, tb = (torch.from_numpy(np.array(view[t.uid], dtype=np.float64)) for t in (a, b))
+        pre, post, stride, dilation = kw["pre_padding"], kw["post_padding"], kw["stride"], kw["dilation"]
+        rank = len(stride)
+        conv = torch.nn.functional.conv2d if rank == 2 else torch.nn.functional.conv3d
+        grad = torch.nn.grad
+        pads = [p for pair in zip(reversed(pre), reversed(post)) for p in pair]  # F.pad's order: last dim first
+        if kind == "fprop":
+            groups = ta.shape[1] // tb.shape[1]
+            result = conv(torch.nn.functional.pad(ta, pads), tb, stride=stride, dilation=dilation, groups=groups)
+        elif kind == "dgrad":
+            dx_dims = self.out.dims
+            groups = dx_dims[1] // tb.shape[1]
+            padded = [dx_dims[0], dx_dims[1], *(n + p + q for n, p, q in zip(dx_dims[2:], pre, post))]
+            fn = grad.conv2d_input if rank == 2 else grad.conv3d_input
+            full = fn(padded, tb, ta, stride=stride, dilation=dilation, groups=groups)
+            result = full[(slice(None), slice(None), *(slice(p, p + n) for p, n in zip(pre, dx_dims[2:])))]
+        else:
+            dw_dims = self.out.dims
+            groups = ta.shape[1] // dw_dims[1]
+            fn = grad.conv2d_weight if rank == 2 else grad.conv3d_weight
+            result = fn(torch.nn.functional.pad(ta, pads), dw_dims, tb, stride=stride, dilation=dilation, groups=groups)
+        target = view[self.out.uid]
+        assert target.shape == tuple(result.shape), (target.shape, tuple(result.shape))
+        target[...] = result.numpy()
+        self.module.executed.append((kind, handle))
+
+
+class FakeCudnn:
+    """The module: ``import cudnn`` as ``cuda_cudnn`` uses it.
+
+    Args:
+        accepts: ``fn(dims, strides) -> bool``: whether some engine takes a tensor (default: every tensor).
+    """
+
+    data_type = data_type
+    heur_mode = heur_mode
+    numerical_note = numerical_note
+    cudnnGraphNotSupportedError = NotSupported
+
+    def __init__(self, accepts: Callable[[list[int], list[int]], bool] | None = None) -> None:
+        self.accepts = accepts or (lambda dims, strides: True)
+        self.handles = 0
+        self.streams: list[tuple[int, int]] = []
+        self.executed: list[tuple[str, Any]] = []
+        self.builds = 0
+        self.graphs: list[Graph] = []
+
+    def create_handle(self) -> int:
+        self.handles += 1
+        return 1000 + self.handles
+
+    def set_stream(self, handle: int, stream: int) -> None:
+        self.streams.append((handle, stream))
+
+    def pygraph(self, **kw: Any) -> Graph:
+        graph = Graph(self, **kw)
+        self.graphs.append(graph)
+        return graph
+
+
+def is_packed(dims: list[int], strides: list[int]) -> bool:
+    """Row-major packed (dims of length 1 ignored): what a fake that has only NCHW / KCRS engines accepts."""
+    step = 1
+    for d, s in zip(reversed(dims), reversed(strides)):
+        if d != 1 and s != step:
+            return False
+        step *= d
+    return True
