@@ -8,23 +8,35 @@ process's peak RSS (``ru_maxrss``) over the loader call. The selector-strings ta
 ``selector_table``) runs as many seeded selector strings (mutants, long repeats past the 4096-character
 bound, deep nesting, non-strings) through ``model.select`` on a ~540-op CNN, counting hangs (> 5 s) too.
 
-Run: ``.venv/bin/python benchmarks/reliability_loaders.py [--mutants 2000] [--seed 0]``.
+Part 3 loads ``.ngi`` files (``ng.inference.load``): ~500 seeded mutants of two tiny saved models
+(byte mutants, and archives with a manifest field or a part edited and the crc32s recomputed) and
+the issue's hostile files, in a child process under a 1 GiB address-space cap (``RLIMIT_AS``),
+restarted after a crash or a hang (``NGI_HANG_SECONDS``): success, ``DeployError``, raw exception,
+hang, crash, memory past the cap, the slowest input and the child's peak RSS.
+
+Run: ``.venv/bin/python benchmarks/reliability_loaders.py [--mutants 2000] [--ngi 500] [--seed 0]
+[--only mutants|memory|ngi]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
+import functools
 import gzip
+import io
 import json
+import os
 import random
 import resource
+import select
 import struct
 import subprocess
 import sys
 import tempfile
 import time
 import tracemalloc
+import zipfile
 import zlib
 from collections.abc import Callable
 from pathlib import Path
@@ -303,21 +315,242 @@ def memory_table(folder: Path) -> list[str]:
     return lines
 
 
+# -- part 3: .ngi files, loaded in a child process under a 1 GiB address-space cap ----------------------------
+NGI_CAP = 1 << 30  # RLIMIT_AS of the child: an allocation past it is a MemoryError, counted as "memory > 1 GiB"
+NGI_HANG_SECONDS = 15.0
+NGI_OUTCOMES = ("success", "typed error", "raw exception", "hang", "crash", "memory > 1 GiB")
+
+
+@functools.lru_cache(maxsize=1)
+def ngi_seeds() -> list[bytes]:
+    """Two tiny saved models: ``dot(W, x) + b`` with W in fp32, and in int8 (a scale per row) beside an fp32 b."""
+    from ngraph_core.inference import CompiledModel
+    from ngraph_core.inference.quantize import quantize_weight
+
+    seeds = []
+    for precision in ("fp32", "int8"):
+        F, K, N = ng.make_axis(6, "F"), ng.make_axis(4, "K"), ng.make_axis(2, "N")
+        x = ng.placeholder([F, N], name="x")
+        w, b = ng.variable([K, F], 0.0, name="W"), ng.variable([K], 0.0, name="b")
+        rng = np.random.default_rng(0)
+        weights = {w: quantize_weight(rng.normal(size=(4, 6)).astype(np.float32), precision, (0,)),
+                   b: quantize_weight(rng.normal(size=4).astype(np.float32), "fp32")}
+        model = CompiledModel([x], [ng.dot(w, x) + b], weights, precision, batch_size=2, accuracy_drop=0.01)
+        with tempfile.TemporaryDirectory() as folder:
+            model.save(Path(folder) / "m.ngi")
+            seeds.append((Path(folder) / "m.ngi").read_bytes())
+    return seeds
+
+
+def ngi_members(data: bytes) -> dict[str, bytes]:
+    with zipfile.ZipFile(io.BytesIO(data)) as z:
+        return {name: z.read(name) for name in z.namelist()}
+
+
+def ngi_pack(parts: dict[str, bytes], manifest: Any, deflate: frozenset[str] = frozenset()) -> bytes:
+    """A valid zip of ``parts`` and ``manifest`` (text as given; a dict dumped with its crc32s recomputed)."""
+    if isinstance(manifest, dict) and isinstance(manifest.get("parts"), dict):
+        manifest["parts"] = {n: zlib.crc32(parts[n]) if n in parts else c for n, c in manifest["parts"].items()}
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as z:
+        z.writestr("manifest.json", manifest if isinstance(manifest, (str, bytes)) else json.dumps(manifest))
+        for name, blob in parts.items():
+            z.writestr(name, blob, zipfile.ZIP_DEFLATED if name in deflate else zipfile.ZIP_STORED)
+    return buffer.getvalue()
+
+
+def ngi_mutants(n: int, rand: random.Random) -> list[bytes]:
+    """Byte mutants of the seeds (40%), and edited archives (a manifest field, a part replaced, cut or
+    deflated; crc32s recomputed, so the checks behind the CRCs are reached)."""
+    seeds, out = ngi_seeds(), []
+    for _ in range(n):
+        data = rand.choice(seeds)
+        if rand.random() < 0.4:
+            once = mutate_bytes(data, rand)
+            out.append(mutate_bytes(once, rand) if rand.random() < 0.3 else once)
+            continue
+        parts = ngi_members(data)
+        manifest: Any = json.loads(parts.pop("manifest.json"))
+        deflate = set()
+        for _ in range(rand.choice([1, 1, 2, 3])):
+            kind = rand.choice(["manifest", "manifest", "manifest", "part", "deflate"])
+            name = rand.choice(sorted(parts))
+            if kind == "manifest":
+                manifest = mutate_json(manifest, rand)
+            elif kind == "deflate":
+                deflate.add(name)
+            else:
+                parts[name] = mutate_bytes(parts[name] or b"\0", rand)
+        out.append(ngi_pack(parts, manifest, frozenset(deflate)))
+    return out
+
+
+def _ngi_bomb(size: int) -> bytes:
+    """An .ngi whose W part inflates to ``size`` bytes of zeros, the manifest announcing exactly that."""
+    parts = ngi_members(ngi_seeds()[0])
+    manifest = json.loads(parts.pop("manifest.json"))
+    manifest["weights"][0]["shape"] = [size // 4]
+    info, chunk, crc = zipfile.ZipInfo("weights/0.bin"), bytes(1 << 24), 0
+    info.compress_type = zipfile.ZIP_DEFLATED
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as z:
+        with z.open(info, "w", force_zip64=True) as part:
+            for start in range(0, size, len(chunk)):
+                piece = chunk[:min(len(chunk), size - start)]
+                part.write(piece)
+                crc = zlib.crc32(piece, crc)
+        manifest["parts"] = {**manifest["parts"], "weights/0.bin": crc}
+        z.writestr("manifest.json", json.dumps(manifest))
+        for name, blob in parts.items():
+            if name != "weights/0.bin":
+                z.writestr(name, blob)
+    return buffer.getvalue()
+
+
+def _ngi_edit(change: Callable[[dict, dict], Any], precision: int = 0) -> Callable[[], bytes]:
+    def make() -> bytes:
+        parts = ngi_members(ngi_seeds()[precision])
+        manifest = json.loads(parts.pop("manifest.json"))
+        text = change(manifest, parts)
+        return ngi_pack(parts, text if text is not None else manifest)
+    return make
+
+
+NGI_HOSTILE: dict[str, Callable[[], bytes]] = {
+    "a list as weight data": _ngi_edit(lambda m, p: m["weights"][0].update(data=[1, 2])),
+    "a manifest of 100,000 [": _ngi_edit(lambda m, p: "[" * 100_000),
+    "accuracy_drop: 1e400": _ngi_edit(lambda m, p: json.dumps(m).replace('"accuracy_drop": 0.01',
+                                                                         '"accuracy_drop": 1e400')),
+    "accuracy_drop: 10**400": _ngi_edit(lambda m, p: m.update(accuracy_drop=10**400)),
+    "shape [2**32, 2**32], an empty part": _ngi_edit(
+        lambda m, p: (m["weights"][0].update(shape=[2**32, 2**32]), p.update({"weights/0.bin": b""}))[0]),
+    "an int8 scale of the wrong shape": _ngi_edit(
+        lambda m, p: (m["weights"][0].update(scale_shape=[3, 1]), p.update({"weights/0.scale": bytes(12)}))[0], 1),
+    "a weight name nested 980 deep": _ngi_edit(
+        lambda m, p: json.dumps({**m, "weights": "NEST"}).replace('"NEST"', "[" * 980 + "]" * 980)),
+    "1.5 MB file, a part inflating to 1.5 GiB (the manifest agrees)": lambda: _ngi_bomb(3 << 29),
+}
+
+
+def ngi_child(folder: Path, start: int) -> None:
+    """Load each ``folder/*.ngi`` from the ``start``-th under the address-space cap; print
+    ``i outcome seconds peak_kib`` per input (after ``ready``, once the imports are done)."""
+    from ngraph_core.inference import DeployError, load
+
+    resource.setrlimit(resource.RLIMIT_AS, (NGI_CAP, NGI_CAP))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    paths = sorted(folder.glob("*.ngi"))
+    print("ready", flush=True)
+    for i in range(start, len(paths)):
+        began = time.perf_counter()
+        try:
+            load(paths[i])
+            outcome = "success"
+        except DeployError:
+            outcome = "typed"
+        except MemoryError:
+            outcome = "memory"
+        except Exception as exc:  # noqa: BLE001 - the figure that must stay 0
+            outcome = f"raw:{type(exc).__name__}:{str(exc)[:80].replace(' ', '_')}"
+        peak = next((int(line.split()[1]) for line in Path("/proc/self/status").read_text().splitlines()
+                     if line.startswith("VmHWM:")), 0)
+        print(i, outcome, f"{time.perf_counter() - began:.4f}", peak, flush=True)
+
+
+def run_ngi(folder: Path, inputs: list[bytes]) -> tuple[dict[str, Any], list[tuple[str, float, int]]]:
+    """Each input's outcome, seconds and the child's peak RSS (KiB) so far; children restarted after a crash or hang."""
+    for i, data in enumerate(inputs):
+        (folder / f"{i:06d}.ngi").write_bytes(data)
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
+    results: list[tuple[str, float, int]] = []
+    while len(results) < len(inputs):
+        proc = subprocess.Popen([sys.executable, __file__, "--ngi-child", str(folder), str(len(results))], env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        fd, pending, ready = proc.stdout.fileno(), b"", False
+        deadline = time.monotonic() + 60.0  # the child's imports
+        while len(results) < len(inputs):
+            if b"\n" not in pending:
+                wait = deadline - time.monotonic()
+                readable = select.select([fd], [], [], max(0.0, wait))[0] if wait > 0 else []
+                chunk = os.read(fd, 65536) if readable else None
+                if chunk:
+                    pending += chunk
+                    continue
+                if chunk is None:  # no line in time: a hang
+                    proc.kill()
+                    results.append(("hang", NGI_HANG_SECONDS, 0))
+                else:  # the child ended without a line: a crash (a signal or an exit)
+                    proc.wait()
+                    results.append(("crash", 0.0, 0))
+                    print(f"  ! input {len(results) - 1}: child exit {proc.returncode}", file=sys.stderr)
+                break
+            line, pending = pending.split(b"\n", 1)
+            deadline = time.monotonic() + NGI_HANG_SECONDS
+            if not ready:
+                ready = line == b"ready"
+                continue
+            _, outcome, seconds, peak = line.decode().split(" ")
+            if outcome.startswith("raw:"):
+                print(f"  ! input {len(results)}: {outcome[4:]}", file=sys.stderr)
+            results.append((outcome, float(seconds), int(peak)))
+        proc.kill()
+        proc.wait()
+    names = {"success": "success", "typed": "typed error", "memory": "memory > 1 GiB", "hang": "hang", "crash": "crash"}
+    counts = dict.fromkeys(NGI_OUTCOMES, 0)
+    for outcome, _, _ in results:
+        counts[names.get(outcome, "raw exception")] += 1
+    slowest = max(range(len(results)), key=lambda i: results[i][1])
+    return {"tried": len(results), **counts, "slowest": results[slowest][1], "slowest input": slowest,
+            "peak": max(r[2] for r in results)}, results
+
+
+def ngi_tables(n: int, seed: int, folder: Path) -> list[str]:
+    rand = random.Random(seed)
+    mutants = ngi_mutants(n, rand)
+    (folder / "mutants").mkdir()
+    summary, _ = run_ngi(folder / "mutants", mutants)
+    cols = " | ".join(NGI_OUTCOMES)
+    lines = [f"| target | inputs tried | {cols} | slowest input | child peak RSS |",
+             "|---|---:|" + "---:|" * len(NGI_OUTCOMES) + "---:|---:|",
+             f"| .ngi (ng.inference.load) | {summary['tried']} | "
+             + " | ".join(str(summary[k]) for k in NGI_OUTCOMES)
+             + f" | {summary['slowest'] * 1e3:.1f} ms (#{summary['slowest input']}) | "
+             f"{summary['peak'] / 1024:.0f} MiB |",
+             "", "| hostile .ngi | file size | outcome | time | child peak RSS |", "|---|---:|---|---:|---:|"]
+    for name, make in NGI_HOSTILE.items():
+        sub = folder / f"hostile{len(lines)}"
+        sub.mkdir()
+        data = make()
+        _, ((outcome, seconds, peak),) = run_ngi(sub, [data])
+        lines.append(f"| {name} | {len(data) / 1e6:.3f} MB | {outcome} | {seconds * 1e3:.1f} ms | "
+                     f"{peak / 1024:.0f} MiB |")
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mutants", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--ngi", type=int, default=500, help=".ngi mutants, each loaded in a child under a 1 GiB cap")
+    parser.add_argument("--only", choices=["mutants", "memory", "ngi"], help="run one part only")
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    parser.add_argument("--ngi-child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         return child(args.child[0], Path(args.child[1]))
+    if args.ngi_child:
+        return ngi_child(Path(args.ngi_child[0]), int(args.ngi_child[1]))
     with tempfile.TemporaryDirectory() as tmp:
-        print(f"### Seeded mutants (seed {args.seed}, {args.mutants} per target)\n")
-        print("\n".join(mutants_table(args.mutants, args.seed, Path(tmp))))
-        print(f"\n### Selector strings (seed {args.seed}, {args.mutants} inputs)\n")
-        print("\n".join(selector_table(args.mutants, args.seed)))
-        print("\n### Peak memory of one hostile input (fresh child process each)\n")
-        print("\n".join(memory_table(Path(tmp))))
+        if args.only in (None, "mutants"):
+            print(f"### Seeded mutants (seed {args.seed}, {args.mutants} per target)\n")
+            print("\n".join(mutants_table(args.mutants, args.seed, Path(tmp))))
+        if args.only in (None, "memory"):
+            print("\n### Peak memory of one hostile input (fresh child process each)\n")
+            print("\n".join(memory_table(Path(tmp))))
+        if args.only in (None, "ngi"):
+            print(f"\n### .ngi files (seed {args.seed}, {args.ngi} mutants; a child process, RLIMIT_AS 1 GiB)\n")
+            print("\n".join(ngi_tables(args.ngi, args.seed, Path(tmp))))
+    return None
 
 
 if __name__ == "__main__":
