@@ -34,6 +34,7 @@ from ..errors import SerializationError
 from ..ir import Op
 from ..ir.conv import ConvArg, activation_roles, filter_roles
 from . import winograd
+from .kernel_cache import make_private
 from .kernels import conv_channels_last, conv_image
 from .kernels.context import Kernel, KernelContext
 from .kernels.conv import Epilogue, finishing
@@ -108,7 +109,7 @@ def _save_choices() -> None:
     """Write the record atomically (a temporary file renamed over it)."""
     path = choices_path()
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        make_private(path.parent)  # 0700 levels, as the kernel cache beside it wants (kernel_cache.py)
         fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
         with os.fdopen(fd, "w") as f:
             json.dump(MEASURED, f, indent=1, sort_keys=True)

@@ -21,7 +21,10 @@ Caching: compiled functions are kept in-process by the program's canonical text,
 numba's own cache: the generated source is written (once, atomically) to
 ``$NG_CACHE_DIR/kernels/<hash>.py`` (default ``~/.cache/ngraph/kernels``), imported as a module,
 and numba stores its machine code beside it, so a second process compiles nothing. Generated
-code contains only generated identifiers and numeric literals, never names from the graph.
+code contains only generated identifiers and numeric literals, never names from the graph. numba
+reads its cache back with pickle, so the cache is used only while no other user can write it
+(``kernel_cache.py``: directories created 0700; a cache another user owns or can write is refused
+with a ``KernelCacheWarning`` and kernels compile in a private temporary directory removed at exit).
 
 Layouts: the output and the inputs (broadcast to the output's shape) have their dimensions
 coalesced like NumPy's iterator does; contiguous data becomes one flat loop, a broadcast bias a
@@ -53,13 +56,14 @@ import os
 import sys
 import tempfile
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ..ir import FusedProgram, Op, OpType
 from . import runtime
+from .kernel_cache import cache_dir as cache_dir  # re-exported: conv_choice and the tests read it here
+from .kernel_cache import kernel_dir
 from .kernels.context import Kernel, KernelContext
 from .kernels.fused import PARALLEL_MIN_ELEMENTS, _head
 from .kernels.fused import fused as numpy_fused
@@ -147,20 +151,6 @@ COMPILE_LIBM_STEPS = False
 """True compiles programs with ``LIBM_STEPS`` too (the tests do, to check their semantics)."""
 
 _functions: dict[str, Callable[..., Any]] = {}  # canonical text -> the compiled (lazily) numba dispatcher
-
-
-def cache_dir() -> Path:
-    """Where generated kernel sources (and numba's cache files, in their ``__pycache__``) live.
-
-    Returns:
-        ``$NG_CACHE_DIR/kernels`` when ``NG_CACHE_DIR`` is set, else ``~/.cache/ngraph/kernels``.
-
-    Example:
-        >>> cache_dir().name  # 'kernels'
-    """
-    root = os.environ.get("NG_CACHE_DIR")
-    base = Path(root) if root else Path.home() / ".cache" / "ngraph"
-    return base / "kernels"
 
 
 def _constant(value: Any) -> str:
@@ -328,13 +318,13 @@ def _referenced_inputs(program: FusedProgram) -> list[int]:
 
 
 def _load(source: str) -> Callable[..., Any]:
-    """The numba dispatcher ``k`` of ``source``, written once under ``cache_dir()`` and imported."""
+    """The numba dispatcher ``k`` of ``source``, written once under ``kernel_dir()`` (the cache when it is
+    private, else a private temporary directory) and imported."""
     fn = _functions.get(source)
     if fn is not None:
         return fn
     digest = hashlib.sha256(source.encode()).hexdigest()[:32]
-    directory = cache_dir()
-    directory.mkdir(parents=True, exist_ok=True)
+    directory = kernel_dir()
     path = directory / f"k_{digest}.py"
     if not path.exists() or path.read_text() != source:
         # atomically, and only when missing: numba's on-disk index is keyed by the file's mtime
