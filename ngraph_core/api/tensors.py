@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import AxesError, DTypeError
+from ..errors import AxesError, DTypeError, GraphError
 from ..ir import ArrayValue, Axes, Axis, Op, OpType, RandomInfo, VariableInfo, format_axes, next_uid
 from ..ir.axes import anonymous_axis_name
 from ..ir.infer import ALL_DTYPES, FLOAT_DTYPES
@@ -158,6 +158,9 @@ def _random(kind: OpType, axes: AxesLike, a: float, b: float, seed: int | None, 
     if dtype not in FLOAT_DTYPES:
         raise DTypeError(f"{kind.value}: expected a float dtype among {FLOAT_DTYPES}, received {dtype!r}; "
                          f"hint: draw floats, then ng.cast the result")
+    if seed is not None and not (isinstance(seed, (int, np.integer)) and 0 <= int(seed) < 2**64):
+        raise GraphError(f"{kind.value}: expected a seed in [0, 2**64) or None, received {seed!r}; hint: pass "
+                         "seed=0 or a positive int")
     info = RandomInfo(next_uid(), float(a), float(b), None if seed is None else int(seed))
     return Op(kind, (), make_axes(axes), dtype, info, name=name)
 

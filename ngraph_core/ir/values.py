@@ -44,7 +44,7 @@ class ArrayValue:
         array = np.array(value, dtype=dtype, copy=True, order="C")
         array.flags.writeable = False
         object.__setattr__(self, "array", array)
-        digest = hashlib.blake2b(array.tobytes(), digest_size=16).digest()
+        digest = hashlib.blake2b(array, digest_size=16).digest()  # the buffer itself: tobytes() would copy it
         object.__setattr__(self, "_digest", (str(array.dtype), array.shape, digest))
 
     def __setattr__(self, key: str, value: Any) -> None:
@@ -159,8 +159,14 @@ class RandomInfo:
     # -- as a random op's arg (the protocol of ir/args.py) -------------------------------
     @staticmethod
     def check(op: Op) -> str | None:
-        """A message when ``op.arg`` is not a RandomInfo, else None."""
-        return None if isinstance(op.arg, RandomInfo) else wrong_arg(op, "a RandomInfo")
+        """A message when ``op.arg`` is not a RandomInfo or its seed is not a non-negative int below 2**64
+        (what a generator takes), else None."""
+        if not isinstance(op.arg, RandomInfo):
+            return wrong_arg(op, "a RandomInfo")
+        seed = op.arg.seed
+        if seed is not None and (type(seed) is not int or not 0 <= seed < 2**64):
+            return f"expected a seed in [0, 2**64) or None, received {seed!r}; hint: pass seed=0 or a positive int"
+        return None
 
     @staticmethod
     def to_json(op: Op, ctx: CodecContext) -> dict:
@@ -174,5 +180,7 @@ class RandomInfo:
         """A RandomInfo with a fresh uid (one per document id); raises ``SerializationError`` on bad data."""
         check_keys(data, ("a", "b", "id", "seed"), where)
         seed = None if data["seed"] is None else check_type(data["seed"], int, where, "an int seed or null")
+        if seed is not None and not 0 <= seed < 2**64:
+            raise fail(where, "a seed in [0, 2**64) or null", seed)
         uid = ctx.fresh("random", check_type(data["id"], int, where, "an int random-op id"))
         return RandomInfo(uid, decode_float(data["a"], where), decode_float(data["b"], where), seed)

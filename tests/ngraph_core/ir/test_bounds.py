@@ -205,3 +205,14 @@ def test_the_narrow_gemm_loop_refuses_operands_shorter_than_its_loop(a: tuple, b
     good = np.empty((8, 4), np.float32)
     narrow_gemm.compiled("float32")(np.ones((8, 16), np.float32), np.ones((4, 16), np.float32), good)
     np.testing.assert_array_equal(good, 16.0)
+
+
+@pytest.mark.parametrize("seed", [-1, 2**64])
+def test_a_seed_no_generator_takes_is_refused_when_built_and_decoded(seed: int) -> None:
+    """Found by the graph-run fuzz test: a negative seed decoded, then numpy's generator raised a raw ValueError."""
+    C = ng.make_axis(3, name="C")
+    with pytest.raises(ng.errors.GraphError, match=r"expected a seed in \[0, 2\*\*64\) or None"):
+        ng.normal([C], seed=seed)
+    text = ng.serialize([ng.normal([C], seed=5)]).replace('"seed": 5', f'"seed": {seed}')
+    with pytest.raises(SerializationError, match=r"a seed in \[0, 2\*\*64\) or null"):
+        ng.deserialize(text)
