@@ -15,7 +15,7 @@ restarted after a crash or a hang (``NGI_HANG_SECONDS``): success, ``DeployError
 hang, crash, memory past the cap, the slowest input and the child's peak RSS.
 
 Run: ``.venv/bin/python benchmarks/reliability_loaders.py [--mutants 2000] [--ngi 500] [--seed 0]
-[--only mutants|memory|ngi]``.
+[--only mutants|memory|ngi|selectors]``.
 """
 
 from __future__ import annotations
@@ -532,7 +532,7 @@ def main() -> None:
     parser.add_argument("--mutants", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--ngi", type=int, default=500, help=".ngi mutants, each loaded in a child under a 1 GiB cap")
-    parser.add_argument("--only", choices=["mutants", "memory", "ngi"], help="run one part only")
+    parser.add_argument("--only", choices=["mutants", "memory", "ngi", "selectors"], help="run one part only")
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     parser.add_argument("--ngi-child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -544,6 +544,9 @@ def main() -> None:
         if args.only in (None, "mutants"):
             print(f"### Seeded mutants (seed {args.seed}, {args.mutants} per target)\n")
             print("\n".join(mutants_table(args.mutants, args.seed, Path(tmp))))
+        if args.only in (None, "selectors"):
+            print(f"\n### Selector strings (seed {args.seed}, {args.mutants} inputs)\n")
+            print("\n".join(selector_table(args.mutants, args.seed)))
         if args.only in (None, "memory"):
             print("\n### Peak memory of one hostile input (fresh child process each)\n")
             print("\n".join(memory_table(Path(tmp))))
