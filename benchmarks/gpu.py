@@ -4,7 +4,9 @@ The models, weights and batches are those of ``mlp_step.py``, ``resnet_step.py``
 ``lstm_step.py`` (their builders, given ``backend="cupy"`` / ``device="cuda"``):
 
 * ``ours``: the ngraph graph compiled by ``make_transformer("cupy")``; every step feeds the
-  batch from host memory (as ``Model.fit`` does) and returns the loss as a NumPy scalar.
+  batch from host memory (as ``Model.fit`` does) and returns the loss as a NumPy scalar. The step
+  replays as a CUDA graph from its third call (the transformer's default; ``--eager`` turns it off;
+  ``gpu_capture_check.py`` checks the replay against the eager step).
 * ``torch``: the same network in PyTorch eager on CUDA, the batch resident on the GPU; TF32 is
   off (cuDNN allows it by default) so both sides do float32 arithmetic, unless ``--torch-tf32``.
 
@@ -134,8 +136,7 @@ def run_self(args: argparse.Namespace, *flags: str) -> tuple[list[str], subproce
         env.update({var: "1" for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")})
     cmd = [sys.executable, str(Path(__file__).resolve()), *flags]
     cmd += ["--cpu-smoke"] * args.cpu_smoke + ["--torch-tf32"] * args.torch_tf32
-    if args.cuda_graphs:
-        env["NG_CUDA_GRAPHS"] = "1"  # ours replays each computation as a CUDA graph (CupyTransformer)
+    env["NG_CUDA_GRAPHS"] = "0" if args.eager else "1"  # ours replays each computation as a CUDA graph, or not
     return cmd, subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=CHILD_TIMEOUT_S)
 
 
@@ -184,7 +185,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--cpu-smoke", action="store_true",
                         help="ours on numpy, torch on CPU, few steps: tests the plumbing without a GPU")
     parser.add_argument("--torch-tf32", action="store_true", help="let torch use TF32 (its cuDNN default)")
-    parser.add_argument("--cuda-graphs", action="store_true", help="ours with cuda_graphs=True (NG_CUDA_GRAPHS=1)")
+    parser.add_argument("--eager", action="store_true", help="ours without CUDA graphs (NG_CUDA_GRAPHS=0)")
+    parser.add_argument("--cuda-graphs", action="store_true", help=argparse.SUPPRESS)  # the default now
     parser.add_argument("--child", choices=sorted(MODELS), help=argparse.SUPPRESS)
     parser.add_argument("--side", choices=("ours", "torch"), help=argparse.SUPPRESS)
     parser.add_argument("--probe", action="store_true", help=argparse.SUPPRESS)
@@ -221,7 +223,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     results = {model: measure(model, args) for model in args.models}
-    tf32 = ("TF32 on" if args.torch_tf32 else "TF32 off") + (", ours with CUDA graphs" if args.cuda_graphs else "")
+    tf32 = ("TF32 on" if args.torch_tf32 else "TF32 off") + (", ours eager" if args.eager else
+                                                            ", ours with CUDA graphs")
     versions = f"ours {info['ours']}, numpy {info['numpy']}; torch {info['torch']}" + ("" if args.cpu_smoke else
                                                                                        f", {tf32}")
     for model, r in results.items():

@@ -20,6 +20,14 @@ bindings (``cupy.cuda.cudnn`` and ``cupyx.cudnn`` are absent from CuPy 14.2 on t
 (``cuda_cudnn.py``, the ``conv_variant``), and as im2col + a cuBLAS GEMM, the shared kernel's method,
 where it is missing or cannot run a layer (``cuda_cudnn.report()`` says which ran and why).
 
+GEMMs and CUDA graphs: the kernels' ``xp`` is CuPy with ``matmul`` and ``dot`` replaced
+(``cuda_gemm.py``): cuBLAS called through ctypes on handles of our own, one per stream with its own
+workspace, because CuPy refuses its own cuBLAS calls while a stream captures. That lets
+``GraphRunner`` capture a whole training step: each computation is captured as a CUDA graph at its
+second call and replayed from then on, one launch instead of a Python call per op
+(``cuda_graphs``; ``NG_CUDA_GRAPHS=0`` runs every plan eagerly, ``NG_CUBLAS_GEMM=0`` goes back to
+``cupy.matmul``); a plan that cannot be captured runs eagerly and says why (``graph_report()``).
+
 Random ops draw from CuPy's device generators (``cupy.random.default_rng``): reproducible for a
 seed, but a different stream from the NumPy transformer's, and their state cannot be saved
 (``random_state`` raises ``UnsupportedOpError``; neon checkpoints then omit it).
@@ -31,13 +39,14 @@ device or a recent enough driver it raises ``BackendUnavailableError`` saying wh
 from __future__ import annotations
 
 import os
+import warnings
 from typing import Any
 
 import numpy as np
 
 from ..errors import BackendUnavailableError, UnsupportedOpError
 from ..ir import Op, OpType, owns_buffer
-from . import cuda_ctc, cuda_cudnn, cuda_fused, cuda_im2col
+from . import cuda_ctc, cuda_cudnn, cuda_fused, cuda_gemm, cuda_im2col
 from .base import Transformer, register_transformer
 
 _NUMPY_HINT = "use make_transformer('numpy') (or backend='auto', which falls back to NumPy)"
@@ -82,10 +91,16 @@ class CupyTransformer(Transformer):
         device_arrays: return results as CuPy device arrays (no copy to the host); default False:
             NumPy arrays, as the NumPy transformer returns.
         cuda_graphs: capture each computation's plan as a CUDA graph at its second call and replay
-            it from then on (``GraphRunner``; plans calling cuBLAS cannot be captured on CuPy 14
-            and stay eager); default: the ``NG_CUDA_GRAPHS`` environment variable (``1`` turns it
-            on), else off.
-        **options: the ``Transformer`` options (``float_dtype``, ``seed``, ``optimize``...).
+            it from then on (``GraphRunner``); a plan that cannot be captured runs eagerly and says why
+            (``graph_report()``). Default: the ``NG_CUDA_GRAPHS`` environment variable (``0`` turns it
+            off), else on.
+        cublas_gemm: issue the plans' GEMMs to cuBLAS through handles of our own (``cuda_gemm.py``), the
+            route a capture can record; False: ``cupy.matmul``, which CuPy refuses under capture.
+            Default: the ``NG_CUBLAS_GEMM`` environment variable (``0`` turns it off), else on.
+        **options: the ``Transformer`` options (``float_dtype``, ``seed``, ``optimize``, ``profile``...).
+            With ``profile=True`` plans run eagerly (each kernel is timed on the host); a plan is still
+            captured once, at its second call, to learn whether it could be, and a plan that cannot warns
+            with the reason (``RuntimeWarning``).
 
     Raises:
         BackendUnavailableError: no CuPy, no GPU, or a driver too old (``load_cupy``).
@@ -93,6 +108,7 @@ class CupyTransformer(Transformer):
     Example:
         >>> with make_transformer("cupy", device_arrays=True) as t:
         ...     y_dev = t.computation(y, x)(cupy.asarray(x_batch))  # stays on the GPU
+        ...     print(t.graph_report())  # which computations replay as CUDA graphs
     """
 
     name = "cupy"
@@ -105,11 +121,28 @@ class CupyTransformer(Transformer):
     # convolutions and their gradients through cuDNN (nvidia-cudnn-frontend), im2col where it cannot run them
     conv_variant = staticmethod(cuda_cudnn.variant)
 
-    def __init__(self, device_arrays: bool = False, cuda_graphs: bool | None = None, **options: Any) -> None:
-        self.xp = load_cupy()
+    def __init__(self, device_arrays: bool = False, cuda_graphs: bool | None = None, cublas_gemm: bool | None = None,
+                 **options: Any) -> None:
+        cupy = load_cupy()
         self.device_arrays = bool(device_arrays)
-        self.cuda_graphs = os.environ.get("NG_CUDA_GRAPHS", "0") == "1" if cuda_graphs is None else bool(cuda_graphs)
+        self.cuda_graphs = _switch("NG_CUDA_GRAPHS", cuda_graphs)
+        self.gemm: cuda_gemm.CublasGemm | None = None
+        self.gemm_error: str | None = None  # why the plans' GEMMs are cupy.matmul's, when they are
+        if _switch("NG_CUBLAS_GEMM", cublas_gemm):
+            try:
+                self.gemm = cuda_gemm.CublasGemm(cupy, cuda_gemm.load_library(cupy))
+            except BackendUnavailableError as exc:
+                self.gemm_error = str(exc)
+        else:
+            self.gemm_error = "cublas_gemm=False (NG_CUBLAS_GEMM=0)"
+        self.xp = cupy if self.gemm is None else cuda_gemm.capture_safe(cupy, self.gemm)
+        self._stream: Any = None
+        self.runners: list[GraphRunner] = []
         super().__init__(**options)
+
+    def close(self) -> None:
+        super().close()
+        self.runners.clear()
 
     def _build(self, graph: Any, placeholders: Any, workspace: Any = None, on_device: bool = False,
                into: tuple = ()) -> Any:
@@ -117,7 +150,27 @@ class CupyTransformer(Transformer):
             return super()._build(graph, placeholders, workspace, on_device, into)
         # the plan with device results and unfed inputs; GraphRunner feeds, replays and converts
         source, fn = super()._build(graph, placeholders, workspace, on_device=True)
-        return source, GraphRunner(self, fn, placeholders, graph.results)
+        runner = GraphRunner(self, fn, placeholders, graph.results, len(graph.order))
+        self.runners.append(runner)
+        return source, runner
+
+    def capture_stream(self) -> Any:
+        """The stream every ``GraphRunner`` of this transformer runs and captures on (made once)."""
+        if self._stream is None:
+            self._stream = self.xp.cuda.Stream()  # blocking: ordered after work on the default stream
+        return self._stream
+
+    def graph_report(self) -> str:
+        """One line per computation run with CUDA graphs: replayed, eager (and why), or not called twice yet.
+
+        Example:
+            >>> print(t.graph_report())
+            computation 0 (41 ops): replayed as a CUDA graph
+        """
+        if not self.cuda_graphs:
+            return "cuda_graphs is off (cuda_graphs=False or NG_CUDA_GRAPHS=0): every plan runs eagerly"
+        lines = [f"computation {i} ({r.op_count} ops): {r.status}" for i, r in enumerate(self.runners)]
+        return "\n".join(lines) or "no computation compiled yet"
 
     def to_numpy(self, value: Any) -> np.ndarray:
         return value.get() if hasattr(value, "get") else np.asarray(value)
@@ -137,33 +190,47 @@ class CupyTransformer(Transformer):
         )
 
 
+def _switch(variable: str, value: bool | None) -> bool:
+    """``value``, or when None the environment ``variable`` (on unless it is ``0``)."""
+    return os.environ.get(variable, "1") != "0" if value is None else bool(value)
+
+
 class GraphRunner:
     """A computation's plan captured once as a CUDA graph and replayed: one launch per call.
 
     The plan's Python (a call per op, ~10-40 us each on the host) runs twice: once eagerly, then
     once under stream capture, which records every kernel it launches. Each later call copies the
-    feeds into persistent input buffers, replays the graph and converts the results. A graph
+    feeds into persistent input buffers, replays the graph and copies the results out. A graph
     replays the addresses it recorded, so everything it touches stays put: the inputs are staged
-    into fixed buffers, the arena, variables and workspace are persistent, and the temporaries the
-    kernels allocate come from a memory pool private to this runner (the graph owns them). A plan
-    that cannot be captured (a kernel that reads device data on the host, as CTC's label checks do)
-    keeps running eagerly: ``captured`` is False and ``capture_error`` says why.
+    into fixed buffers, the arena, variables and workspace are persistent (a variable updated in
+    place by the graph keeps its value between calls and for ``read_variable``), the temporaries the
+    kernels allocate come from a memory pool private to this runner (the graph owns them), and the
+    GEMMs go to cuBLAS through a handle bound to the capture stream with a workspace of its own
+    (``cuda_gemm.py``). Results are copied out of the recorded buffers every call (to the host, or
+    into fresh device arrays with ``device_arrays=True``): the next replay overwrites those buffers.
 
-    Measured limit (H100, CuPy 14.2, 2026-11-25): CuPy refuses every cuBLAS call during capture
-    ("calling cuBLAS API during stream capture is currently unsupported", CuPy issue 6290), so a
-    plan with a ``dot`` or a convolution (every model in ``benchmarks/gpu.py``) falls back to eager
-    execution; what captures today are the plans made only of element-wise work, reductions and
-    data movement (an optimizer's update computation, a normalization, a loss). That is why this
-    is opt-in.
+    Random ops replay correctly: CuPy's generators keep their XORWOW states in device memory, which
+    the recorded kernel reads and advances (``cupy/random/_generator_api.pyx``: ``_launch_dist`` passes
+    ``bit_generator.state()``, a device pointer; the kernel draws with ``curand(&state[id])``), so each
+    replay draws the next numbers, the same ones the eager plan would have drawn.
+
+    A plan that cannot be captured keeps running eagerly: ``captured`` is False and ``capture_error``
+    says why (a kernel that reads device data on the host, as CTC's label checks and the gather's
+    range check do; a GEMM layout or dtype the capture-safe route does not take).
     """
 
-    def __init__(self, transformer: CupyTransformer, fn: Any, placeholders: Any, results: Any) -> None:
+    def __init__(self, transformer: CupyTransformer, fn: Any, placeholders: Any, results: Any,
+                 op_count: int = 0) -> None:
         cupy = transformer.xp
-        self.cupy, self.fn = cupy, fn
+        self.cupy, self.fn, self.op_count = cupy, fn, op_count
         self.feeds = [transformer._feeder(p) for p in placeholders]
         self.staged: list[Any] | None = None
         self.pool = cupy.cuda.MemoryPool()
-        self.stream = cupy.cuda.Stream()  # blocking: ordered after work on the default stream
+        self.stream = transformer.capture_stream()
+        if transformer.gemm is not None:
+            transformer.gemm.handle(self.stream.ptr)  # its handle and workspace exist before any capture
+        self.gemm_error = transformer.gemm_error
+        self.profile = transformer.profile_counters if transformer.profile else None
         self.graph: Any = None
         self.outs: tuple = ()
         self.calls = 0
@@ -172,6 +239,16 @@ class GraphRunner:
         device = transformer.device_arrays
         self.convert = [(lambda v: None) if r.op is OpType.DOALL else (lambda v: v.copy()) if device
                         else (lambda v: v.get()) for r in results]
+
+    @property
+    def status(self) -> str:
+        """``replayed as a CUDA graph``, ``eager: <why>``, or ``not captured yet`` (fewer than two calls)."""
+        if self.capture_error is not None:
+            return f"eager: {self.capture_error}"
+        if self.captured:
+            return "replayed as a CUDA graph" if self.profile is None else \
+                "capturable (eager while profile=True times each kernel)"
+        return "not captured yet (captured at the second call)"
 
     def __call__(self, *values: Any) -> tuple:
         cupy = self.cupy
@@ -186,31 +263,54 @@ class GraphRunner:
                 if self.graph is not None:
                     self.graph.launch(self.stream)
                     outs = self.outs
-                elif self.calls == 0 or self.capture_error is not None:
-                    outs = self.fn(*self.staged)
-                else:
+                elif self.calls == 1 and self.capture_error is None:
                     outs = self._capture()
+                else:
+                    outs = self.fn(*self.staged)
             self.calls += 1
             result = tuple(convert(v) for convert, v in zip(self.convert, outs))
             self.stream.synchronize()
         return result
 
     def _capture(self) -> tuple:
-        """Record the plan into a graph and run it once; on failure run eagerly from now on."""
-        stream = self.stream
+        """Record the plan into a graph and launch it once; on failure run eagerly from now on.
+
+        With ``profile=True`` the graph serves this call only (later calls run eagerly, each kernel timed),
+        and the kernels' host time spent recording is taken back out of the counters.
+        """
+        stream, saved = self.stream, self._counters()
+        error: BaseException | None = None
+        outs: tuple = ()
+        stream.begin_capture(self.cupy.cuda.runtime.streamCaptureModeRelaxed)
         try:
-            stream.begin_capture(self.cupy.cuda.runtime.streamCaptureModeRelaxed)
-            try:
-                outs = self.fn(*self.staged)
-            finally:
-                graph = stream.end_capture()
-        except Exception as exc:  # CUDA refuses a host synchronisation (or an allocator call) while capturing
-            self.capture_error = f"{type(exc).__name__}: {exc}"
-            stream.synchronize()
+            outs = self.fn(*self.staged)
+        except Exception as exc:  # a host read (CUDA refuses the copy), cupy.matmul (CuPy refuses cuBLAS)...
+            error = exc
+        try:
+            graph = stream.end_capture()  # ends the capture whatever happened (invalidated: it raises)
+        except Exception as exc:
+            error = error or exc
+        self._restore(saved)
+        if error is not None:
+            self.capture_error = f"{type(error).__name__}: {error}"
+            if self.gemm_error is not None:
+                self.capture_error += f" (GEMMs are cupy.matmul's: {self.gemm_error})"
+            if self.profile is not None:
+                warnings.warn(f"cupy transformer: a computation runs eagerly, not as a CUDA graph: "
+                              f"{self.capture_error}", RuntimeWarning, stacklevel=4)
             return self.fn(*self.staged)
-        self.graph, self.outs, self.captured = graph, outs, True
         graph.launch(stream)
+        self.captured = True
+        if self.profile is None:
+            self.graph, self.outs = graph, outs
         return outs
+
+    def _counters(self) -> dict | None:
+        return None if self.profile is None else {op: list(c) for op, c in self.profile.items()}
+
+    def _restore(self, saved: dict | None) -> None:
+        for op, values in (saved or {}).items():
+            self.profile[op][:] = values  # in place: the timed kernels hold these lists
 
 
 register_transformer("cupy", CupyTransformer)

@@ -56,6 +56,10 @@ HOST_READS = [0]
 ``asnumpy``): each is a device-to-host copy and a synchronisation on a GPU. The transformer's own
 result conversion (``to_numpy``) is not counted: that is the computation's boundary."""
 _HOST_READ_METHODS = frozenset({"get", "item", "tolist"})
+CAPTURE: list[list[Any] | None] = [None]
+"""A list while a stand-in CUDA stream captures (``fake_cuda.py``): each device call and operator appends its
+replay, a function that runs it again and writes its result into the arrays it returned the first time (as a
+CUDA graph replays a kernel into the addresses it recorded)."""
 
 
 def _plain(a: Any) -> Any:
@@ -107,8 +111,27 @@ def device_call(where: str, fn: Any, args: tuple, kwargs: dict, host_ok: bool = 
         _DEPTH[0] -= 1
     out = kwargs.get("out")
     if isinstance(out, DeviceArray) and isinstance(result, np.ndarray):  # NumPy returns out itself
-        return out
-    return _device(result)
+        result = out
+    result = _device(result)
+    if CAPTURE[0] is not None:
+        CAPTURE[0].append(lambda: _write_back(result, _again(fn, _plain(args), _plain(kwargs))))
+    return result
+
+
+def _again(fn: Any, args: tuple, kwargs: dict) -> Any:
+    with np.errstate(all="ignore"):
+        return fn(*args, **kwargs)
+
+
+def _write_back(recorded: Any, again: Any) -> None:
+    """Copy a replayed call's result ``again`` into the arrays it returned when recorded (tuples element-wise)."""
+    if isinstance(recorded, (tuple, list)) and isinstance(again, (tuple, list)):
+        for r, a in zip(recorded, again):
+            _write_back(r, a)
+    elif isinstance(recorded, np.ndarray) and isinstance(again, (np.ndarray, np.generic)):
+        target = np.ndarray.view(recorded, np.ndarray)
+        if target.shape == np.shape(again) and target.flags.writeable:
+            np.copyto(target, again, casting="unsafe")
 
 
 def _check_min_out(where: str, name: str, kwargs: dict) -> None:
@@ -193,7 +216,11 @@ def _operator(name: str) -> Any:
                 result = base(plain_self, *_plain(args))
         finally:
             _DEPTH[0] -= 1
-        return self if result is plain_self else _device(result)
+        result = self if result is plain_self else _device(result)
+        if CAPTURE[0] is not None and name not in ("__repr__", "__str__"):
+            CAPTURE[0].append(lambda: _write_back(result, _again(base, (np.ndarray.view(self, np.ndarray),
+                                                                        *_plain(args)), {})))
+        return result
 
     op.__name__ = name
     return op
