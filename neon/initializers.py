@@ -16,6 +16,11 @@ without one it draws from this module's generator, reset by ``set_seed(seed)`` (
 with 0 at import), so a program that builds its layers in the same order gets the same
 weights every run.
 
+Shapes only: inside ``shapes_only()``, ``fill`` and ``fill_filter`` of every initializer (a
+user's subclass too) return a read-write view of one zero with zero strides, so a model can be
+built to read its variables' shapes without allocating them; ``neon.load_model`` builds a
+checkpoint's layers so, before its weights replace every value.
+
 Example:
     >>> from neon.initializers import GlorotUniform, set_seed
     >>> set_seed(1)
@@ -25,7 +30,11 @@ Example:
 
 from __future__ import annotations
 
+import contextvars
+import functools
 import math
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -35,6 +44,8 @@ import ngraph_core as ng
 from .registry import lookup
 
 _generator = np.random.default_rng(0)
+_shapes_only: contextvars.ContextVar[bool] = contextvars.ContextVar("neon_initializers_shapes_only", default=False)
+MAX_VIEW_ELEMENTS = 2**62  # a shape-only view's elements: numpy's index type holds them
 
 
 class InitializerError(ng.NgraphError, ValueError):
@@ -49,6 +60,50 @@ def set_seed(seed: int) -> None:
     """
     global _generator
     _generator = np.random.default_rng(seed)
+
+
+@contextmanager
+def shapes_only() -> Iterator[None]:
+    """Inside, every initializer's ``fill``/``fill_filter`` returns a zero-stride view of one zero (no memory).
+
+    The values are all 0 and alias one element: only their shapes mean anything. Layers built
+    inside also give their variables no initial arrays (``Layer.add_variable``).
+
+    Example:
+        >>> with shapes_only():
+        ...     GlorotUniform().fill((2**20, 2**20)).strides
+        (0, 0)
+    """
+    token = _shapes_only.set(True)
+    try:
+        yield
+    finally:
+        _shapes_only.reset(token)
+
+
+def filling_shapes_only() -> bool:
+    """True inside ``shapes_only()``."""
+    return _shapes_only.get()
+
+
+def _zero_view(shape: tuple[int, ...], who: str) -> np.ndarray:
+    """A writable float32 view of ``shape`` over one zero (every element aliases it)."""
+    dims = tuple(shape)
+    if not all(isinstance(n, (int, np.integer)) and not isinstance(n, bool) and n >= 0 for n in dims) or \
+            math.prod(int(n) for n in dims) > MAX_VIEW_ELEMENTS:
+        raise InitializerError(f"{who}: expected a shape of sizes >= 0 with at most {MAX_VIEW_ELEMENTS} elements, "
+                               f"received {str(dims)[:120]}; hint: the layer's sizes are far too large")
+    return np.lib.stride_tricks.as_strided(np.zeros(1, np.float32), tuple(int(n) for n in dims), (0,) * len(dims))
+
+
+def _unless_shapes_only(method: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
+    """``method`` (a ``fill`` or ``fill_filter``), or a zero view of the shape inside ``shapes_only()``."""
+    @functools.wraps(method)
+    def fill(self: Initializer, shape: tuple[int, ...], *args: Any, **kwargs: Any) -> np.ndarray:
+        if _shapes_only.get():
+            return _zero_view(shape, f"{type(self).__name__}.{method.__name__}")
+        return method(self, shape, *args, **kwargs)
+    return fill
 
 
 def compute_fans(shape: tuple[int, ...], receptive_field: int = 1) -> tuple[int, int]:
@@ -82,6 +137,13 @@ class Initializer:
             raise InitializerError(f"{type(self).__name__}: seed must be an int or None, received {seed!r}")
         self.seed = None if seed is None else int(seed)
         self._own = None if seed is None else np.random.default_rng(self.seed)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        # every subclass's own fill methods honour shapes_only(), a user's initializer too
+        super().__init_subclass__(**kwargs)
+        for name in ("fill", "fill_filter"):
+            if name in cls.__dict__:
+                setattr(cls, name, _unless_shapes_only(cls.__dict__[name]))
 
     @property
     def rng(self) -> np.random.Generator:
@@ -285,5 +347,5 @@ def get(identifier: Any, where: str = "initializer") -> Initializer:
 
 __all__ = [
     "Initializer", "InitializerError", "Constant", "Uniform", "Gaussian", "GlorotUniform", "Xavier", "Kaiming",
-    "Orthonormal", "compute_fans", "set_seed", "serialize", "get",
+    "Orthonormal", "compute_fans", "filling_shapes_only", "set_seed", "serialize", "get", "shapes_only",
 ]

@@ -45,7 +45,7 @@ import numpy as np
 
 import ngraph_core as ng
 
-from ..initializers import Initializer
+from ..initializers import Initializer, filling_shapes_only
 
 _training: contextvars.ContextVar[bool] = contextvars.ContextVar("neon_training", default=False)
 _counters: defaultdict[str, itertools.count] = defaultdict(itertools.count)
@@ -180,10 +180,16 @@ class Layer:
 
     def add_variable(self, name: str, axes: Any, init: Any, trainable: bool = True,
                      labels: tuple[str, ...] = ()) -> ng.Op:
-        """Create a variable of this layer (``init``: an initializer, a number or an array)."""
+        """Create a variable of this layer (``init``: an initializer, a number or an array).
+
+        Inside ``neon.initializers.shapes_only()`` the variable gets the scalar 0 as its initial
+        value whatever ``init`` is, so nothing of its size is allocated.
+        """
         axes = ng.make_axes(axes)
         initial_value: Any = init
-        if isinstance(init, Initializer):
+        if filling_shapes_only():  # a build for the shapes alone: the caller writes every value (load_model)
+            initial_value = 0.0
+        elif isinstance(init, Initializer):
             # filled now, at build time: the weights then depend only on the order layers are
             # built (set_seed, then build, reproduces them) and every transformer sees the same ones
             initial_value = np.asarray(init.fill(axes.lengths))

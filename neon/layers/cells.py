@@ -242,7 +242,8 @@ class LSTMCell(GatedCell):
 
     def bias_value(self) -> np.ndarray:
         value = super().bias_value()
-        value[self.nout:2 * self.nout] += self.forget_bias
+        if not initializers.filling_shapes_only():  # a zero view then: adding in place would copy the slice
+            value[self.nout:2 * self.nout] += self.forget_bias
         return value
 
     def step(self, x_t: ng.Op, state: State) -> tuple[ng.Op, State]:

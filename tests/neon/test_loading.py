@@ -4,13 +4,19 @@ checkpoints it cannot rebuild fail with a ``CheckpointError`` naming the file an
 from __future__ import annotations
 
 import json
+import re
+import subprocess
+import sys
+import tracemalloc
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 
 import h5py
 import numpy as np
 import pytest
 from fit_helper import blobs, datasets, mlp
+from fuzzing import corpus
 
 import neon
 from neon.activations import Rectlin, Softmax
@@ -20,9 +26,9 @@ from neon.initializers import GlorotUniform
 from neon.layers import LSTM, Affine, Conv, Dropout, Layer, LookupTable, Pool
 from neon.loading import load_model
 from neon.metrics import LogLoss
-from neon.model import Model
+from neon.model import Model, ModelError
 from neon.optimizers import Adam, GradientDescentMomentum
-from neon.saving import CheckpointData, CheckpointError, write_checkpoint
+from neon.saving import CheckpointData, CheckpointError, read_checkpoint, write_checkpoint
 
 
 def saved_mlp(path: Path, epochs: int = 2) -> Model:
@@ -154,3 +160,141 @@ def test_custom_objects_supply_layer_classes_by_name(tmp_path: Path) -> None:
     loaded = load_model(tmp_path / "custom.h5", custom_objects={"Doubler": Doubler})
     assert type(loaded.layers[1]) is Doubler
     np.testing.assert_array_equal(loaded.predict(X), expected)
+
+
+# -- sizes in the layer configs are checked before anything is built (issue: load_model from unchecked sizes) --
+def edited_checkpoint(path: Path, edit: Callable[[CheckpointData], object], layers: list[Layer] | None = None,
+                      shape: tuple[int, ...] = (4,), kind: str = "dense") -> Path:
+    """A checkpoint of a small model (default ``Affine(8), Affine(3)`` on 4 features), its data changed by ``edit``."""
+    model = Model(layers or [Affine(8, GlorotUniform(seed=0)), Affine(3, GlorotUniform(seed=1))])
+    model.build(shape, kind=kind)
+    model.save_params(path)
+    data = read_checkpoint(path)
+    edit(data)
+    write_checkpoint(path, data)
+    return path
+
+
+def set_field(index: int, field: str, value: object) -> Callable[[CheckpointData], None]:
+    """An edit setting ``field`` of the top Sequential's ``index``-th layer config."""
+    return lambda data: data.model[0]["config"]["layers"][index]["config"].__setitem__(field, value)
+
+
+def traced_peak(call: Callable[[], object]) -> int:
+    """Bytes at the peak of what Python and NumPy allocated while ``call`` ran (the reader child is not counted)."""
+    tracemalloc.start()
+    try:
+        call()
+    finally:
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    return peak
+
+
+@pytest.mark.parametrize(("edit", "message"), [
+    (set_field(1, "nout", 10**30), r"layer Affine_1 \(Affine\): expected nout as ints in \[1, 2147483648\], "
+                                   r"received 1000000000000000000000000000000; nothing was built; hint: "),
+    (set_field(1, "nout", 2**32), r"layer Affine_1 \(Affine\): expected nout as ints in \[1, 2147483648\], "
+                                  r"received 4294967296; nothing was built"),
+    (lambda data: setattr(data, "input_shape", (2**31,)),
+     r"layer Sequential_0/Affine_0/Linear_0 \(Linear\): the configs make variable W of shape \(8, 2147483648\) "
+     r"\(17179869184 elements\), expected at most max_elements=2147483648; nothing was allocated; hint: "),
+    (set_field(1, "nout", 2**24), r"params/Sequential_0/Affine_1/Linear_0/W has shape \(3, 8\), expected "
+                                  r"\(16777216, 8\) from the configs of layer Sequential_0/Affine_1/Linear_0 "
+                                  r"\(Linear\); nothing was allocated; hint: "),
+], ids=["nout=10**30", "nout=2**32", "input_shape=(2**31,)", "nout=2**24"])
+def test_oversized_configs_are_checkpoint_errors_before_anything_is_allocated(tmp_path: Path, edit: Callable,
+                                                                              message: str) -> None:
+    path = edited_checkpoint(tmp_path / "big.h5", edit)
+    with pytest.raises(CheckpointError, match=r"big\.h5: " + message):
+        load_model(path)
+    assert traced_peak(lambda: pytest.raises(CheckpointError, load_model, path)) < 16 << 20
+
+
+def test_peak_memory_stays_small_for_huge_nout_in_a_fresh_process(tmp_path: Path) -> None:
+    """nout=2**24 once reached 1.6 GiB before its CheckpointError; 2**32 (past the field bound, allowed by
+    max_elements) builds a 2**35-element W only as a shape. The process's peak RSS stays under 300 MB."""
+    small = edited_checkpoint(tmp_path / "n24.h5", set_field(1, "nout", 2**24))
+    large = edited_checkpoint(tmp_path / "n32.h5", set_field(1, "nout", 2**32))
+    # VmHWM, not ru_maxrss: a forked child's ru_maxrss starts at this (large) test process's RSS
+    probe = ("import sys\nfrom neon.checkpoint_reader import peak_rss\nfrom neon.loading import load_model\n"
+             "from neon.saving import CheckpointError\n"
+             "for path in sys.argv[1:]:\n    try:\n        load_model(path, max_elements=2**40, max_parameters=2**40)\n"
+             "    except CheckpointError as exc:\n        print(str(exc).split(';')[0])\n"
+             "print(peak_rss() * 1024)\n")
+    done = subprocess.run([sys.executable, "-c", probe, str(small), str(large)], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    first, second, peak = done.stdout.strip().splitlines()
+    assert "has shape (3, 8), expected (16777216, 8)" in first and "expected (4294967296, 8)" in second
+    assert int(peak) < 300 << 20, f"peak RSS {int(peak) >> 20} MiB"
+
+
+@pytest.mark.parametrize(("edit", "message"), [
+    (set_field(0, "nout", 9), r"params/Sequential_0/Affine_0/Linear_0/W has shape \(8, 4\), expected \(9, 4\) from "
+                              r"the configs of layer Sequential_0/Affine_0/Linear_0 \(Linear\)"),
+    (lambda data: setattr(data, "input_shape", (5,)), r"params/Sequential_0/Affine_0/Linear_0/W has shape \(8, 4\), "
+                                                      r"expected \(8, 5\)"),
+    (lambda data: data.model[0]["config"]["layers"].append({"class_name": "Affine", "config": {"nout": 3}}),
+     r"the checkpoint does not fit this model: missing params/Sequential_0/Affine_2/Linear_0/W"),
+    (lambda data: data.params.update({"Sequential_0/Affine_1/Linear_0/W": np.zeros((3, 8), np.float64)}),
+     r"params/Sequential_0/Affine_1/Linear_0/W has dtype float64, expected float32"),
+], ids=["nout", "input_shape", "extra layer", "dtype"])
+def test_configs_that_disagree_with_the_stored_weights_are_reported(tmp_path: Path, edit: Callable,
+                                                                   message: str) -> None:
+    with pytest.raises(CheckpointError, match=r"mlp\.h5: " + message):
+        load_model(edited_checkpoint(tmp_path / "mlp.h5", edit))
+
+
+def cnn() -> list[Layer]:
+    return [Conv((3, 3, 4), init=GlorotUniform(seed=0)), Pool(2), Affine(2)]
+
+
+def lstm() -> list[Layer]:
+    return [LookupTable(20, 8), LSTM(8), Affine(2)]
+
+
+@pytest.mark.parametrize(("layers", "edit", "message"), [
+    (cnn, set_field(0, "fshape", [3, 3, 2**26]),
+     r"params/Sequential_0/Conv_0/Convolution_0/W has shape \(1, 3, 3, 4\), expected \(1, 3, 3, 67108864\)"),
+    (cnn, set_field(0, "strides", 2**31 + 1),
+     r"layer Conv_0 \(Conv\): expected strides as ints in \[1, 2147483648\], received 2147483649"),
+    (cnn, set_field(0, "padding", [[0, 2**40], 1]),
+     r"layer Conv_0 \(Conv\): expected padding as ints in \[0, 2147483648\], received \[\[0, 1099511627776\], 1\]"),
+    (lstm, set_field(1, "nout", 2**24),  # LSTMCell adds its forget bias: not to a shapes-only view (a copy)
+     r"params/Sequential_0/LSTM_0/LSTMCell_0/W_x has shape \(32, 8\), expected \(67108864, 8\)"),
+    (lstm, set_field(0, "vocab_size", 2**31), r"layer Sequential_0/LookupTable_0 \(LookupTable\): the configs make "
+                                              r"variable W of shape \(8, 2147483648\) \(17179869184 elements\)"),
+    (lstm, lambda data: setattr(data, "input_shape", (2**21,)),
+     r"expected tokens sequences of at most MAX_STEPS=1048576 steps, received input_shape \(2097152,\)"),
+    (lstm, lambda data: setattr(data, "input_shape", (7, 2)),
+     r"expected the input shape of tokens as \(T,\), received \(7, 2\)"),
+], ids=["conv fshape", "conv strides", "conv padding", "lstm nout", "vocab_size", "steps", "tokens shape"])
+def test_every_size_field_is_checked_in_bounded_memory(tmp_path: Path, layers: Callable[[], list[Layer]],
+                                                       edit: Callable, message: str) -> None:
+    shape, kind = ((1, 8, 8), "dense") if layers is cnn else ((7,), "tokens")
+    path = edited_checkpoint(tmp_path / "net.h5", edit, layers(), shape, kind)
+    with pytest.raises(CheckpointError, match=r"net\.h5: " + message):
+        load_model(path)
+    assert traced_peak(lambda: pytest.raises(CheckpointError, load_model, path)) < 16 << 20
+
+
+def test_the_bounds_are_keywords(tmp_path: Path) -> None:
+    path = edited_checkpoint(tmp_path / "mlp.h5", lambda data: None)  # 8*4 + 3*8 = 56 parameters (no biases)
+    assert [layer.nout for layer in load_model(path, max_parameters=56).layers.layers] == [8, 3]
+    with pytest.raises(CheckpointError, match=r"the layer configs make 56 parameters, expected at most "
+                                              r"max_parameters=55; nothing was allocated"):
+        load_model(path, max_parameters=55)
+    with pytest.raises(CheckpointError, match=r"layer Affine_0 \(Affine\): expected nout as ints in \[1, 7\], "
+                                              r"received 8"):
+        load_model(path, max_elements=7)
+    with pytest.raises(ModelError, match=r"load_model: expected max_elements as a positive int, received 0; hint:"):
+        load_model(path, max_elements=0)
+
+
+@pytest.mark.parametrize("path", corpus("load_model"), ids=lambda p: p.name)
+def test_saved_checkpoints_that_once_made_load_model_allocate(path: Path) -> None:
+    """Files whose configs once gave a raw ValueError/MemoryError or reached 1.6 GiB before the error."""
+    with pytest.raises(CheckpointError, match=rf"{re.escape(path.name)}: .*nothing was (built|allocated); hint: "):
+        load_model(path)
+    assert traced_peak(lambda: pytest.raises(CheckpointError, load_model, path)) < 16 << 20

@@ -8,16 +8,25 @@ JSON trees and ``{"class_name": <a real class>, "config": <anything>}`` are trie
 contract (``tests/fuzzing.py``): the result is a ``Layer`` whose config serializes again, or the
 error is an ``ng.NgraphError``; anything else fails, and so does an input slower than
 ``HANG_SECONDS``. Inputs that once broke the decoder live in ``tests/fuzz_corpus/layer_config``.
+
+Size fields (``nout``, ``fshape``, ``strides``, ``padding``, ``vocab_size``...) of two saved models
+(a CNN, a token LSTM) are also mutated to edge values and loaded whole with ``load_model``: the
+load gives exactly the stored weights, or a typed error with a hint, within ``HANG_SECONDS`` and
+``SIZE_MEMORY_BOUND`` of traced allocations (``tests/fuzz_corpus/load_model`` holds past failures).
 """
 
 from __future__ import annotations
 
 import copy
+import functools
 import json
+import tempfile
 import time
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from fuzzing import HANG_SECONDS, corpus, fuzz_settings, mutate_json
 from hypothesis import given
@@ -26,6 +35,7 @@ from hypothesis import strategies as st
 import ngraph_core as ng
 from neon.containers import BranchNode, MergeBroadcast, MergeSum, Sequential, Tree
 from neon.layers import (
+    LSTM,
     Affine,
     BatchNorm,
     Conv,
@@ -33,12 +43,19 @@ from neon.layers import (
     Flatten,
     Layer,
     LayerError,
+    LookupTable,
     Pool,
+    RecurrentSum,
     ResidualBlock,
+    Unflatten,
     deserialize_layer,
     layer_classes,
     serialize_layer,
 )
+from neon.layers.serialization import short_repr
+from neon.loading import load_model
+from neon.model import Model
+from neon.saving import CheckpointData, read_checkpoint, write_checkpoint
 
 
 def _seeds() -> list[dict]:
@@ -153,3 +170,70 @@ def test_arguments_are_checked() -> None:
 @pytest.mark.parametrize("path", corpus("layer_config"), ids=lambda p: p.name)
 def test_saved_inputs_that_once_broke_the_decoder(path: Path) -> None:
     assert check_contract(json.loads(path.read_text(encoding="utf-8"))) == "typed"
+
+
+# -- size fields through load_model: a correct load or a typed error, in bounded memory -----------------------
+SIZE_FIELDS = ("nout", "fshape", "strides", "padding", "dilation", "vocab_size", "embedding_dim", "shape", "groups")
+SIZE_VALUES = st.sampled_from([0, -1, 1, 2, 3, 4, 5, 7, 8, 20, 2**20, 2**24, 2**30, 2**31, 2**31 + 1, 2**32,
+                               2**62, 10**30, [3, 3, 2**30], [2**31, 1], [[0, 2**40]], [1, 1], "same", 1.5, None,
+                               True, [], {}]) | st.integers(-5, 40) | st.integers(0, 2**70)
+SIZE_MEMORY_BOUND = 64 << 20  # traced by tracemalloc over one load_model: the seeds' weights are a few KiB
+
+
+@functools.lru_cache(maxsize=1)
+def saved_models() -> list[tuple[CheckpointData, dict[str, np.ndarray]]]:
+    """Two real checkpoints (a CNN, a token LSTM), read back: their data and weights."""
+    seeds = [(Model([Conv((3, 3, 4), padding=1, activation="relu"), Pool(2), BatchNorm(), Flatten(),
+                     Unflatten((4, 4, 4)), Affine(5, activation="softmax")]), (1, 8, 8), "dense"),
+             (Model([LookupTable(20, 8), LSTM(6, return_sequence=True), RecurrentSum(), Affine(2)]), (7,), "tokens")]
+    out = []
+    with tempfile.TemporaryDirectory() as folder:
+        for k, (model, shape, kind) in enumerate(seeds):
+            model.build(shape, kind=kind)
+            model.save_params(Path(folder) / f"seed{k}.h5")
+            data = read_checkpoint(Path(folder) / f"seed{k}.h5")
+            out.append((data, dict(data.params)))
+    return out
+
+
+def size_slots(node: Any) -> list[tuple[dict, str]]:
+    """Every (layer config, size field) in a layer config tree, present fields and absent ones."""
+    slots, stack = [], [node]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+            if isinstance(item.get("class_name"), str) and isinstance(item.get("config"), dict) and \
+                    item["class_name"] in CLASS_NAMES:
+                slots += [(item["config"], field) for field in SIZE_FIELDS]
+    return slots
+
+
+@pytest.mark.fuzz
+@fuzz_settings(30)
+@given(data=st.data())
+def test_mutated_size_fields_through_load_model_load_or_raise_typed_errors(data: st.DataObject) -> None:
+    saved, weights = data.draw(st.sampled_from(saved_models()))
+    saved = copy.deepcopy(saved)
+    for _ in range(data.draw(st.integers(1, 2))):
+        config, field = data.draw(st.sampled_from(size_slots(saved.model[0])))
+        config[field] = data.draw(SIZE_VALUES)
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "mutant.h5"
+        write_checkpoint(path, saved)
+        start = time.perf_counter()
+        tracemalloc.start()
+        try:
+            model = load_model(path)
+            for key, var in model.checkpoint_keys()[0].items():  # a load is correct: the stored weights, all of them
+                np.testing.assert_array_equal(model.transformer.read_variable(var), weights[key])
+            assert set(model.checkpoint_keys()[0]) == set(weights)
+        except ng.NgraphError as exc:
+            assert "expected" in str(exc) and "hint:" in str(exc), exc
+        finally:
+            peak = tracemalloc.get_traced_memory()[1]
+            tracemalloc.stop()
+    assert time.perf_counter() - start < HANG_SECONDS, short_repr(saved.model)
+    assert peak < SIZE_MEMORY_BOUND, (peak, short_repr(saved.model))
