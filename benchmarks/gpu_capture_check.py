@@ -326,8 +326,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     results, torch = [], {}
     for model in args.models:
-        timeout = min(CHILD_TIMEOUT_S[model] * (4 if args.cpu_smoke else 1), max(left(), 5))
-        print(f"gpu_capture_check: {model} ({timeout:.0f} s at most)", file=sys.stderr, flush=True)
+        if left() < 10:
+            results.append({"model": model, "error": "skipped: the time budget ran out (--budget, --models)"})
+            continue
+        timeout = min(CHILD_TIMEOUT_S[model] * (4 if args.cpu_smoke else 1), left())
+        print(f"gpu_capture_check: {model} ({timeout:.0f} s at most, {args.budget - left():.0f} s so far)",
+              file=sys.stderr, flush=True)
         results.append(run_child(model, args, timeout))
     for model in args.models:
         if args.no_torch or MODELS[model][0] is None:

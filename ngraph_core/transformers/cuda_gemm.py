@@ -33,6 +33,7 @@ import ctypes
 import os
 import types
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, NamedTuple
 
 from ..errors import BackendUnavailableError, NgraphError
@@ -173,6 +174,8 @@ class CublasGemm:
         library: libcublas as ``load_library`` returns it (or a stand-in with the same functions).
         workspace_bytes: each handle's workspace.
 
+    A handle is made on the device current when its stream first runs a GEMM (one device per transformer).
+
     Attributes:
         calls: GEMMs issued straight to cuBLAS; ``fallbacks``: products handed to ``cupy.matmul``.
 
@@ -279,17 +282,24 @@ def _check(name: str, status: int) -> None:
 
 
 def library_candidates(maps: str = "/proc/self/maps") -> list[str]:
-    """Paths of the libcublas (not cublasLt) already loaded in this process, then names for ``dlopen``."""
+    """Where libcublas (not cublasLt) may be, best first: the copy already loaded in this process, the pip
+    wheels' (``nvidia-cublas``: ``nvidia/cu13/lib``, ``nvidia/cublas/lib``), then names for ``dlopen``."""
     found: list[str] = []
     try:
         with open(maps) as lines:
-            for line in lines:
-                path = line.split()[-1]
-                if os.path.basename(path).startswith("libcublas.so") and path not in found:
-                    found.append(path)
+            paths = (line.split()[-1] for line in lines if line.strip())
+            found += [path for path in paths if os.path.basename(path).startswith("libcublas.so")]
     except OSError:
         pass
-    return found + ["libcublas.so.13", "libcublas.so.12", "libcublas.so"]
+    try:
+        import nvidia  # type: ignore[import-not-found]  # the namespace package of NVIDIA's pip wheels
+
+        for root in nvidia.__path__:
+            found += sorted(str(p) for p in Path(root).glob("*/lib/libcublas.so*"))
+    except ImportError:
+        pass
+    found += ["libcublas.so.13", "libcublas.so.12", "libcublas.so"]
+    return list(dict.fromkeys(found))
 
 
 def load_library(cupy: Any) -> ctypes.CDLL:
@@ -299,8 +309,11 @@ def load_library(cupy: Any) -> ctypes.CDLL:
     Raises:
         BackendUnavailableError: no libcublas could be opened, or it lacks a function used here.
     """
-    cupy.cuda.device.get_cublas_handle()  # loads CuPy's libcublas (a no-op once made)
     errors = []
+    try:
+        cupy.cuda.device.get_cublas_handle()  # loads CuPy's libcublas (a no-op once made)
+    except Exception as exc:  # CuPy could not load it: look further
+        errors.append(f"CuPy's cuBLAS handle: {exc}")
     for path in library_candidates():
         try:
             lib = ctypes.CDLL(path)

@@ -131,8 +131,8 @@ class CupyTransformer(Transformer):
         if _switch("NG_CUBLAS_GEMM", cublas_gemm):
             try:
                 self.gemm = cuda_gemm.CublasGemm(cupy, cuda_gemm.load_library(cupy))
-            except BackendUnavailableError as exc:
-                self.gemm_error = str(exc)
+            except Exception as exc:  # no usable libcublas: cupy.matmul (plans with GEMMs then stay eager)
+                self.gemm_error = f"{type(exc).__name__}: {exc}"
         else:
             self.gemm_error = "cublas_gemm=False (NG_CUBLAS_GEMM=0)"
         self.xp = cupy if self.gemm is None else cuda_gemm.capture_safe(cupy, self.gemm)

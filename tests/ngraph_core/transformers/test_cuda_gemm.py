@@ -7,6 +7,9 @@ refuse while capturing (``cupy.matmul``, host reads, work on another stream)."""
 
 from __future__ import annotations
 
+import ctypes
+import shutil
+import subprocess
 import warnings
 from typing import Any
 
@@ -257,3 +260,59 @@ def test_convolution_step_is_captured(cupy) -> None:
         results.append([float(step(rng.standard_normal((2, 5, 5, 3)).astype("float32"))[0]) for _ in range(4)])
         assert not graphs or step._fn.captured, step._fn.capture_error
     np.testing.assert_allclose(results[1], results[0], rtol=1e-6)
+
+
+STUB_CUBLAS = r"""
+/* libcublas's functions used by cuda_gemm, with cuBLAS's documented prototypes, on host memory */
+#include <stddef.h>
+typedef void *cublasHandle_t; typedef void *cudaStream_t; typedef int cublasStatus_t;
+typedef int cublasOperation_t; typedef int cublasPointerMode_t;
+static long long handles = 0; static void *workspaces[64]; static int modes[64];
+#define H(h) ((long long)(h) / 16)
+cublasStatus_t cublasCreate_v2(cublasHandle_t *handle) { *handle = (cublasHandle_t)(16 * ++handles); return 0; }
+cublasStatus_t cublasSetStream_v2(cublasHandle_t h, cudaStream_t s) { workspaces[H(h)] = 0; return 0; }
+cublasStatus_t cublasSetWorkspace_v2(cublasHandle_t h, void *w, size_t bytes) {
+    workspaces[H(h)] = bytes == 32u << 20 ? w : 0; return 0; }
+cublasStatus_t cublasSetPointerMode_v2(cublasHandle_t h, cublasPointerMode_t mode) { modes[H(h)] = mode + 1; return 0; }
+#define GEMM(T, NAME, BATCHED)                                                                              \
+cublasStatus_t BATCHED(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,      \
+        const T *alpha, const T *A, int lda, long long sa, const T *B, int ldb, long long sb, const T *beta,   \
+        T *C, int ldc, long long sc, int batch) {                                                           \
+    if (!workspaces[H(h)] || modes[H(h)] != 1) return 7;                                                    \
+    for (int p = 0; p < batch; p++)                                                                         \
+        for (int i = 0; i < m; i++) for (int j = 0; j < n; j++) {                                           \
+            T sum = 0;                                                                                      \
+            for (int l = 0; l < k; l++)                                                                     \
+                sum += (ta ? A[p * sa + l + i * (long long)lda] : A[p * sa + i + l * (long long)lda])          \
+                     * (tb ? B[p * sb + j + l * (long long)ldb] : B[p * sb + l + j * (long long)ldb]);         \
+            T *c = &C[p * sc + i + j * (long long)ldc];                                                     \
+            *c = *alpha * sum + (*beta != 0 ? *beta * *c : 0);                                              \
+        }                                                                                                   \
+    return 0; }                                                                                             \
+cublasStatus_t NAME(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,         \
+        const T *alpha, const T *A, int lda, const T *B, int ldb, const T *beta, T *C, int ldc) {            \
+    return BATCHED(h, ta, tb, m, n, k, alpha, A, lda, 0, B, ldb, 0, beta, C, ldc, 0, 1); }
+GEMM(float, cublasSgemm_v2, cublasSgemmStridedBatched)
+GEMM(double, cublasDgemm_v2, cublasDgemmStridedBatched)
+"""
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
+@pytest.mark.parametrize("case", [c for c in _layouts(np.random.default_rng(1)) if c[0] in (
+    "contiguous", "both transposed", "row slices", "stacks", "stack by matrix", "into a transposed view", "float64")],
+    ids=lambda case: case[0])
+def test_ctypes_prototypes_reach_a_c_library(cupy, tmp_path, case) -> None:
+    """The prototypes ``load_library`` declares, through ctypes into C functions with cuBLAS's signatures."""
+    (tmp_path / "stub.c").write_text(STUB_CUBLAS)
+    built = subprocess.run(["cc", "-shared", "-fPIC", "-O1", "-o", str(tmp_path / "libstub.so"),
+                            str(tmp_path / "stub.c")], capture_output=True, text=True, timeout=120)
+    assert built.returncode == 0, built.stderr
+    library = ctypes.CDLL(str(tmp_path / "libstub.so"))
+    cuda_gemm._declare(library)
+    gemm = cuda_gemm.CublasGemm(cupy, library)
+    name, a, b, out = case
+    dev = [None if v is None else np.ndarray.view(v, cupy.ndarray) for v in (a, b, out)]
+    got = gemm.matmul(*dev)
+    assert gemm.calls == 1 and gemm.fallbacks == 0, name
+    rtol = 1e-12 if a.dtype == np.float64 else 1e-5
+    np.testing.assert_allclose(np.asarray(got), np.matmul(a, b), rtol=rtol, atol=rtol)
