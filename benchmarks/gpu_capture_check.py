@@ -17,6 +17,9 @@ and PyTorch's step (``gpu.py --child MODEL --side torch``, TF32 off) for the rat
 small model (``dropout``: an affine layer with a dropout mask) checks that random draws advance
 between replays and equal the eager plan's.
 
+Convolutions run on im2col + our GEMMs (``NG_CUDNN=0``: this checks the GEMM route; ``gpu_cudnn_check.py``
+checks cuDNN, under capture too); ``--cudnn`` leaves cuDNN on.
+
 Every process runs under a timeout and the whole run under ``--budget`` seconds (default 170): the
 PyTorch timings are skipped when time runs short; a process that times out is reported as such.
 Writes ``capture_check.json`` and ``capture_check.txt`` to ``--out``; exit status 0 when every
@@ -207,8 +210,9 @@ def child_env(args: argparse.Namespace) -> dict:
 def run_child(model: str, args: argparse.Namespace, timeout: float) -> dict:
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", model, "--check-steps", str(args.check_steps)]
     cmd += ["--cpu-smoke"] * args.cpu_smoke
+    env = {**child_env(args), "NG_CUDNN": "1" if args.cudnn else "0"}
     try:
-        done = subprocess.run(cmd, capture_output=True, text=True, env=child_env(args), cwd=ROOT, timeout=timeout)
+        done = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=timeout)
     except subprocess.TimeoutExpired:
         return {"model": model, "error": f"timed out after {timeout:.0f} s"}
     if done.returncode:
@@ -244,7 +248,8 @@ def probe(cpu: bool) -> dict:
 
 def summary(info: dict, results: list[dict], torch: dict, rtol: float) -> tuple[str, bool]:
     lines = [f"gpu_capture_check on {info.get('device')} (CuPy {info.get('cupy')}, CUDA runtime "
-             f"{info.get('cuda_runtime')}, numpy {info.get('numpy')}, libcublas {info.get('libcublas')})", ""]
+             f"{info.get('cuda_runtime')}, numpy {info.get('numpy')}, libcublas {info.get('libcublas')}, "
+             f"convolutions {info.get('convolutions')})", ""]
     lines.append("| model | captured | graph vs eager (loss, weights) | eager vs cupy.matmul | eager ms | graph ms "
                  "| torch ms | graph/torch | GEMMs ours/fallback |")
     lines.append("|---|---|---|---|---|---|---|---|---|")
@@ -291,6 +296,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--rtol", type=float, default=1e-5, help="graph vs eager relative tolerance (default 1e-5)")
     parser.add_argument("--budget", type=float, default=170.0, help="seconds for the whole run (default 170)")
     parser.add_argument("--no-torch", action="store_true", help="skip PyTorch's timings")
+    parser.add_argument("--cudnn", action="store_true", help="convolutions through cuDNN where it runs (NG_CUDNN=1)")
     parser.add_argument("--cpu-smoke", action="store_true", help="run on fake_cuda (NumPy): the plumbing, no GPU")
     parser.add_argument("--child", choices=sorted(MODELS), help=argparse.SUPPRESS)
     parser.add_argument("--probe", action="store_true", help=argparse.SUPPRESS)
@@ -320,6 +326,7 @@ def main(argv: list[str] | None = None) -> int:
     except (subprocess.TimeoutExpired, IndexError, json.JSONDecodeError) as exc:
         info = {"error": f"probe failed: {exc}"}
     args.out.mkdir(parents=True, exist_ok=True)
+    info["convolutions"] = "cuDNN where it runs (NG_CUDNN=1)" if args.cudnn else "im2col + our GEMMs (NG_CUDNN=0)"
     if "error" in info:
         print(f"gpu_capture_check: no GPU: {info['error']} (--cpu-smoke rehearses on NumPy)", file=sys.stderr)
         (args.out / "capture_check.json").write_text(json.dumps({"info": info}, indent=1))
