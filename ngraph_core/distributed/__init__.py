@@ -21,9 +21,9 @@ from .communicator import (
     default_timeout,
 )
 from .ops import allreduce, broadcast
-from .world import current, init, is_initialized, rank, size
+from .world import current, init, is_initialized, local_size, rank, size
 
 __all__ = [
     "Communicator", "LocalCommunicator", "MPICommunicator", "Request", "DEFAULT_TIMEOUT", "TIMEOUT_ENV",
-    "default_timeout", "allreduce", "broadcast", "current", "init", "is_initialized", "rank", "size",
+    "default_timeout", "allreduce", "broadcast", "current", "init", "is_initialized", "local_size", "rank", "size",
 ]

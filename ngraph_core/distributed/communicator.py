@@ -8,7 +8,10 @@ buffer interface, in place and never pickled (``comm.Iallreduce(MPI.IN_PLACE, bu
 Every wait is bounded. MPI's own waits block forever when a peer died or hangs, so
 requests are polled (``req.Test()``) with a short sleep back-off until the communicator's
 ``timeout`` (seconds; default ``NG_DIST_TIMEOUT``, else 120), then fail with a
-``DistributedTimeoutError`` naming what was waited for, the rank and the timeout.
+``DistributedTimeoutError`` naming what was waited for, the rank and the timeout. The first
+50 ms of polling yield the core between tests (``sched_yield``): a rank waiting for a slower
+one keeps its latency when its core is free and hands the core over when another rank (or a
+worker thread) on an oversubscribed machine needs it, instead of spinning it away.
 
 MPI progresses a non-blocking collective only inside MPI calls, so a started allreduce
 moves while its rank polls or starts the next one; set ``MPICH_ASYNC_PROGRESS=1`` to give
@@ -33,7 +36,8 @@ TIMEOUT_ENV = "NG_DIST_TIMEOUT"
 DEFAULT_TIMEOUT = 120.0
 OPS = ("sum", "mean", "max", "min")
 MAX_OBJECT_DEPTH = 128  # allgather_object: nesting of the lists and dicts one rank sends
-_SPIN_SECONDS = 0.05  # busy-poll this long before sleeping: MPI progresses a collective only inside MPI calls
+_SPIN_SECONDS = 0.05  # poll (yielding) this long before sleeping: MPI progresses a collective only inside MPI calls
+_yield = getattr(os, "sched_yield", lambda: time.sleep(0))  # the core to whoever else can run; else straight back
 _MAX_SLEEP = 2e-4  # then the polling back-off's ceiling, in seconds (long sleeps stall the transfer)
 
 
@@ -146,9 +150,11 @@ class Request:
                     "collective did not complete; expected every rank to join it; hint: another rank died or "
                     f"hangs (see its output above), or a step legitimately takes longer: raise {TIMEOUT_ENV}"
                 )
-            if now - start > _SPIN_SECONDS:  # spin first: each Test() moves the transfer (a 1 MiB allreduce
+            if now - start > _SPIN_SECONDS:  # poll first: each Test() moves the transfer (a 1 MiB allreduce
                 pause = min(_MAX_SLEEP, max(1e-5, pause * 2))  # took 4.3 ms with 1 ms sleeps, 0.14 ms raw)
                 time.sleep(pause)
+            else:
+                _yield()
 
 
 class Communicator:

@@ -17,7 +17,7 @@ from typing import Any
 
 from .communicator import Communicator, LocalCommunicator, MPICommunicator, check_timeout, import_mpi
 
-_state: dict[str, Any] = {"current": None, "local": None, "hook": None}
+_state: dict[str, Any] = {"current": None, "local": None, "hook": None, "local_size": None}
 
 
 def init(timeout: float | None = None, comm: Any = None) -> Communicator:
@@ -29,7 +29,9 @@ def init(timeout: float | None = None, comm: Any = None) -> Communicator:
         comm: an ``mpi4py.MPI.Comm`` to use instead of ``MPI.COMM_WORLD``.
 
     Returns:
-        the current ``MPICommunicator`` (a world of size 1 when not started by mpiexec).
+        the current ``MPICommunicator`` (a world of size 1 when not started by mpiexec). In a world of
+        several ranks, the ranks on this machine are counted (MPI's shared-memory split) and each
+        rank's default thread count becomes its share of the cores (``NG_THREADS`` overrides).
 
     Raises:
         DistributedError: mpi4py is missing (hint: ``pip install -e '.[distributed]'``), or a bad timeout.
@@ -46,8 +48,27 @@ def init(timeout: float | None = None, comm: Any = None) -> Communicator:
     import_mpi("distributed.init")
     current_comm = MPICommunicator(comm, timeout)
     _state["current"] = current_comm
+    _share_cores(current_comm)
     _install_excepthook(current_comm)
     return current_comm
+
+
+def _share_cores(comm: MPICommunicator) -> None:
+    """Count the ranks on this machine (MPI's shared-memory split, collective) for ``local_size``."""
+    if comm.size > 1:
+        node = comm.comm.Split_type(comm.MPI.COMM_TYPE_SHARED)
+        _state["local_size"] = node.Get_size()
+        node.Free()
+
+
+def local_size() -> int | None:
+    """How many ranks of the world ``init`` joined run on this machine, this one included (None before
+    ``init``, or in a world of one). The NumPy transformer's runtime shares the cores out among them.
+
+    Example:
+        >>> ng.distributed.local_size()  # mpiexec -n 2 on one machine, after init(): 2
+    """
+    return _state["local_size"]
 
 
 def current() -> Communicator:

@@ -13,7 +13,14 @@ The data gradient chooses between the first two. ``variant`` (the NumPy transfor
 makes the candidates a layer has; on the layer's first call ``choose`` times them on the call's own
 operands and keeps the fastest, recording the medians under the layer's key (its shapes, padding,
 dtype, CPU and thread settings) in ``conv_choices.json`` beside the compiled kernels, so later
-processes skip the measurement. ``report()`` formats the record::
+processes skip the measurement.
+
+A run of several ranks (the transformer's communicator, default ``ng.distributed.current()``, has
+``size > 1``) never times: timings differ from run to run and from rank to rank (both ranks timing at
+once on 2 cores measured im2col at 1.6 and 19.7 ms for one layer), so two identical ``mpiexec`` runs
+took different kernels, rounded differently and ended 1.4 points apart in accuracy. Each layer runs
+``unmeasured_choice`` instead, the same on every rank and in every run, whatever the record holds.
+``report()`` formats the record::
 
     python -c "from ngraph_core.transformers import conv_choice; print(conv_choice.report())"
 """
@@ -36,6 +43,7 @@ from ..ir.conv import ConvArg, activation_roles, filter_roles
 from . import winograd
 from .kernel_cache import make_private
 from .kernels import conv_channels_last, conv_image
+from .kernels.collective import communicator_of
 from .kernels.context import Kernel, KernelContext
 from .kernels.conv import Epilogue, finishing
 from .numba_kernels import cache_dir, reference_only
@@ -200,6 +208,18 @@ each timed alone, its weights in cache); inside the network they took 0.45 ms ea
 0.15 (2026-11-25, AMD EPYC, one thread)."""
 
 
+UNMEASURED_ORDER = ("winograd", "im2col")
+"""What a run of several ranks takes (the first that applies), never timing: Winograd won every 3x3
+stride-1 layer of ResNet-20 at batch 32 where the measurements agreed (2026-11-28, one thread), and
+im2col is the reference every layer has."""
+
+
+def unmeasured_choice(candidates: dict[str, Kernel]) -> Kernel:
+    """The kernel a run of several ranks takes among ``candidates`` (``UNMEASURED_ORDER``; ``im2col`` always
+    present): chosen by the layer's shape alone, so every rank and every run rounds alike."""
+    return candidates[next(name for name in UNMEASURED_ORDER if name in candidates)]
+
+
 def _columns(x: Op, arg: ConvArg) -> int:
     """The columns of a forward convolution's Winograd GEMMs: its 2x2 output tiles times the batch."""
     roles = activation_roles(x.axes, "conv")
@@ -260,6 +280,9 @@ def variant(kind: str, kernel: Kernel, kc: KernelContext, *args: Any, epilogue: 
         return makers[wanted]() if wanted in makers else kernel
     if not makers:
         return kernel
+    if communicator_of(kc).size > 1:  # several ranks: never timed (module docstring)
+        return unmeasured_choice({"im2col": kernel, **{n: make() for n, make in makers.items()
+                                                        if n in UNMEASURED_ORDER}})
     return choose(layer_key(kind, shapes, arg, dtype), {"im2col": kernel, **{n: make() for n, make in makers.items()}})
 
 

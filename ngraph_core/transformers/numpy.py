@@ -30,7 +30,7 @@ class NumpyTransformer(Transformer):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        runtime.own_cores()  # NG_THREADS > 1 (default: every core): BLAS one thread, our workers the rest
+        runtime.own_cores()  # NG_THREADS > 1: BLAS one thread, our workers the rest; ranks: BLAS at their share
 
     def blas_threads(self, order: Sequence[Op]) -> bool:
         """True (with several workers) for a computation with no convolution or pooling, in its graph or its

@@ -47,9 +47,15 @@ against splitting them (``run.py <name> --pairs 3 --threads 2 --against 3917829`
 (0.86–0.87), LSTM step 0.80 (0.77–0.80); doing it in every computation made the small CNN 1.60.
 
 ``NG_THREADS`` sets the count (default: the cores this process may run on, divided among the MPI
-ranks sharing the machine when run under ``mpiexec``). ``NG_THREADS=1``
-leaves BLAS alone and runs every kernel in the calling thread. The workers release the GIL in
-BLAS, in NumPy's ufunc loops and in numba's ``nogil`` loops.
+ranks sharing the machine when run under ``mpiexec``: ``local_ranks``). ``NG_THREADS=1`` in a process
+alone on its machine leaves BLAS alone and runs every kernel in the calling thread. The workers release
+the GIL in BLAS, in NumPy's ufunc loops and in numba's ``nogil`` loops.
+
+Ranks sharing a machine never let BLAS go past their share (``blas_limit``): left alone, OpenBLAS starts
+a thread per core in every rank, so ``mpiexec -n 2`` on 2 cores ran 4 BLAS threads whose idle workers
+spin. README's ResNet-20 command on 2 ranks took 13-39 s an epoch and 170 s of CPU for 3 epochs, now
+7-8 s and 34 s; the MNIST MLP 6-8 s an epoch, now 0.4-0.7 (2026-11-28, AMD EPYC, 2 vCPUs;
+benchmarks/RESULTS.md, "reliability item 10").
 """
 
 from __future__ import annotations
@@ -63,6 +69,8 @@ from typing import Any
 
 import numpy as np
 
+from ..distributed import world
+
 MIN_PARALLEL_FLOPS = 1 << 23
 """A GEMM below this many multiply-adds runs in one call. A hand-off to a worker and the wait for it cost
 35-75 us here (a 5 us task took 63-77 us a round trip through a lock or the pool, 2026-11-25), about what
@@ -75,19 +83,33 @@ _owned = False
 
 
 LOCAL_RANKS_VARS = ("MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE", "MV2_COMM_WORLD_LOCAL_SIZE")
-"""Where MPICH, Open MPI and MVAPICH tell a rank how many ranks share its machine."""
+"""Where MPICH (hydra), Open MPI and MVAPICH tell a rank how many ranks share its machine."""
+
+
+def local_ranks() -> int:
+    """The MPI ranks on this machine, this one included: ``ng.distributed.local_size()`` (counted by
+    ``distributed.init`` with MPI's shared-memory split), else the launcher's variable (``LOCAL_RANKS_VARS``),
+    else 1. Read when a transformer is created: call ``init`` before."""
+    counted = world.local_size()
+    if counted:
+        return counted
+    for var in LOCAL_RANKS_VARS:
+        if os.environ.get(var, "").isdigit() and int(os.environ[var]) > 0:
+            return int(os.environ[var])
+    return 1
 
 
 def cores() -> int:
-    """The cores this process may run on, shared out among the MPI ranks on this machine."""
+    """The cores this process may run on, shared out among the MPI ranks on this machine (at least one).
+
+    Example:
+        >>> cores()  # 2 cores: 2 alone, 1 under ``mpiexec -n 2``; 32 cores, 4 ranks: 8
+    """
     try:
         available = len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
         available = os.cpu_count() or 1
-    for var in LOCAL_RANKS_VARS:
-        if os.environ.get(var, "").isdigit() and int(os.environ[var]) > 0:
-            return max(1, available // int(os.environ[var]))
-    return max(1, available)
+    return max(1, available // local_ranks())
 
 
 def threads() -> int:
@@ -109,25 +131,37 @@ def threads() -> int:
     return wanted
 
 
+def blas_limit() -> int | None:
+    """The thread count ``own_cores`` holds BLAS at: 1 with several workers of our own; with one worker, the
+    rank's share of the cores (``cores()``) when other ranks share the machine; else None (BLAS left alone).
+
+    Example:
+        >>> blas_limit()  # mpiexec -n 2 on 2 cores: 1 (was OpenBLAS's default, 2 a rank)
+    """
+    if threads() > 1:
+        return 1
+    return cores() if local_ranks() > 1 else None
+
+
 def own_cores() -> None:
-    """With more than one worker, set BLAS to one thread for this process (once); see the module docstring."""
+    """Hold BLAS at ``blas_limit()`` threads for this process (once); see the module docstring."""
     global _owned
-    if _owned or threads() == 1:
+    limit = blas_limit()
+    if _owned or limit is None:
         return
     _owned = True
     try:
         from threadpoolctl import ThreadpoolController, threadpool_limits
     except ImportError:  # pragma: no cover - a pinned dependency
         return
-    threadpool_limits(limits=1, user_api="blas")
+    threadpool_limits(limits=limit, user_api="blas")
     global _blas
     libraries = ThreadpoolController().select(user_api="blas").lib_controllers
     _blas = libraries[0] if len(libraries) == 1 else None
 
 
 _blas: Any = None
-"""threadpoolctl's controller of NumPy's BLAS once ``own_cores`` held it at one thread (None: not held, or not
-one library)."""
+"""threadpoolctl's controller of NumPy's BLAS once ``own_cores`` held it (None: not held, or not one library)."""
 _wide = threading.Lock()
 
 

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import ngraph_core as ng
+from ngraph_core.distributed import world
 from ngraph_core.transformers import runtime
 from ngraph_core.transformers.kernels import conv as conv_kernels
 
@@ -26,6 +27,42 @@ def test_threads_from_ng_threads(monkeypatch):
         monkeypatch.setenv("NG_THREADS", bad)
         with pytest.raises(ValueError, match=f"NG_THREADS={bad!r}: expected a positive integer"):
             runtime.threads()
+
+
+@pytest.mark.parametrize("ranks, ng_threads, threads, blas", [
+    # ranks on this machine, NG_THREADS, then the workers and BLAS's limit (None: left alone) for c cores
+    (1, "", lambda c: c, lambda c: 1 if c > 1 else None),  # alone: every core; BLAS held at one with workers
+    (2, "", lambda c: max(1, c // 2), lambda c: 1),  # mpiexec -n 2: half the cores each, BLAS at one
+    (4, "", lambda c: max(1, c // 4), lambda c: 1),
+    (2, "1", lambda c: 1, lambda c: max(1, c // 2)),  # one worker asked for: BLAS gets the rank's share
+    (1, "1", lambda c: 1, lambda c: None),  # one worker alone on the machine: BLAS left alone
+    (2, "3", lambda c: 3, lambda c: 1),
+])
+def test_threads_per_rank_default(monkeypatch, ranks, ng_threads, threads, blas):
+    """The rule README's distributed section states: ``NG_THREADS``, else cores / ranks on this machine
+    (at least 1), counted by ``distributed.init`` (MPI's shared-memory split) or the launcher's variables;
+    ranks sharing a machine never leave BLAS on more than their share."""
+    cores = len(runtime.os.sched_getaffinity(0))
+    monkeypatch.setenv("NG_THREADS", ng_threads)
+    for var in runtime.LOCAL_RANKS_VARS:
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setitem(world._state, "local_size", None)
+    monkeypatch.setenv("OMPI_COMM_WORLD_LOCAL_SIZE", str(ranks))  # Open MPI's launcher
+    assert (runtime.local_ranks(), runtime.threads(), runtime.blas_limit()) == (ranks, threads(cores), blas(cores))
+    monkeypatch.setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "7")
+    monkeypatch.setitem(world._state, "local_size", ranks)  # distributed.init's count outranks the variables
+    assert (runtime.local_ranks(), runtime.threads(), runtime.blas_limit()) == (ranks, threads(cores), blas(cores))
+
+
+def test_own_cores_under_mpiexec_holds_blas_at_the_rank_share(monkeypatch):
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    monkeypatch.setenv("NG_THREADS", "1")
+    monkeypatch.setitem(world._state, "local_size", len(runtime.os.sched_getaffinity(0)))  # a rank per core
+    monkeypatch.setattr(runtime, "_owned", False)
+    with threadpoolctl.threadpool_limits(limits=4, user_api="blas"):
+        runtime.own_cores()
+        infos = [i for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"]
+        assert infos and all(i["num_threads"] == 1 for i in infos)
 
 
 @pytest.mark.parametrize("length, parts", [(10, 3), (2, 5), (7, 1), (16, 2)])
