@@ -18,13 +18,21 @@ Four sections, each written to ``--out`` as soon as it ends (``cudnn_check.json`
 4. ``resnet20``: three training steps of ResNet-20 (``resnet_step.py``'s graph, batch 64, its own seeded
    weights) with cuDNN and with im2col: the losses must agree within 1e-4 relative.
 
+``--quick`` (under a minute on an H200): the environment; ``probe``, cuDNN's forward on tiny inputs whose
+answers are known, each printing the values it got: a 3x3 map of ones through a 1x1 filter of 2 (all 2s), by
+the frontend directly and through our transformer, and a 2 -> 2 channel 1x1 filter given to cuDNN packed
+``KCRS`` and, as ``cuda_cudnn`` described it before, by the strides of our ``[Ci, R, S, K]`` array (cuDNN 9.19
+read that as packed ``KCRS``: 201, 2010 instead of 21, 2100); four layers (``QUICK_CASES``) in the three
+directions; the ResNet-20 layer's timing. No ResNet-20 training.
+
 Never hangs: a watchdog writes what there is and exits (status 3) after ``--budget`` seconds (default
-170), and ``faulthandler`` kills the process 10 s later whatever it is doing. Exit status: 0 all checks
-passed, 1 some failed, 2 no GPU, 3 out of time.
+170, 55 with ``--quick``), and ``faulthandler`` kills the process 10 s later whatever it is doing. Exit
+status: 0 all checks passed, 1 some failed, 2 no GPU, 3 out of time.
 
 Usage (on the GPU machine, the frontend wheel from ``.whl/``):
     python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl
     PYTHONPATH=/tmp/site:. python3 benchmarks/gpu_cudnn_check.py --out $OUT
+    PYTHONPATH=/tmp/site:. python3 benchmarks/gpu_cudnn_check.py --quick --out $OUT
     .venv/bin/python benchmarks/gpu_cudnn_check.py --cpu-smoke --out /tmp/check   # the plumbing, on NumPy
 """
 
@@ -59,6 +67,9 @@ LAYERS = [  # name, C, K, H (= W), filter, stride, padding, dilation, batch
     ("3x3_d2_p2", 8, 8, 16, 3, 1, 2, 2, (1, 32)),
 ]
 RESNET_LAYER = ("resnet20_16ch_32x32_b128", 16, 16, 32, 3, 1, 1, 1, 128)
+QUICK_CASES = [(LAYERS[0], 32, "float32"), (LAYERS[1], 1, "float32"), (LAYERS[2], 32, "float32"),
+               (LAYERS[0], 2, "float64")]
+"""``--quick``'s layers: (spec, batch, dtype)."""
 
 REPORT: dict[str, Any] = {"passed": None, "sections": {}}
 _OUT: list[Path] = []
@@ -81,6 +92,12 @@ def summary() -> str:
     lines = [f"passed: {REPORT['passed']}"]
     env = s.get("environment", {})
     lines.append("environment: " + ", ".join(f"{k}={v}" for k, v in env.items()))
+    for row in s.get("probe", {}).get("rows", []):
+        lines.append(f"probe {row['name']:<22} {row['verdict']} got={row['got']} expected={row['expected']}"
+                     + (f" ({row['note']})" if row.get("note") else ""))
+    for key in ("error", "traceback"):
+        if key in s.get("probe", {}):
+            lines.append(f"probe {key}: {s['probe'][key]}")
     for row in s.get("layers", {}).get("rows", []):
         errs = " ".join(f"{k}={v:.1e}" if isinstance(v, float) else f"{k}={v}" for k, v in row["errors"].items())
         lines.append(f"layer {row['name']:<22} {'ok  ' if row['ok'] else 'FAIL'} {errs}")
@@ -200,6 +217,117 @@ def torch_reference(gpu: Gpu, xs: Any, ws: Any, dys: Any, stride: int, pad: int,
     return [np.moveaxis(v.detach().cpu().double().numpy(), 0, -1) for v in (y, x.grad, w.grad)]
 
 
+def address(a: Any) -> int:
+    """A CuPy array's device pointer (a NumPy array's host address in a smoke run, for the stand-in frontend)."""
+    return a.data.ptr if hasattr(a.data, "ptr") else a.__array_interface__["data"][0]
+
+
+def probe_frontend(gpu: Gpu) -> tuple[Any, str]:
+    """``(cuda_cudnn.Frontend, what it is)``: the real frontend on the GPU, the tests' stand-in in a smoke run."""
+    from ngraph_core.transformers import cuda_cudnn
+
+    if gpu.cpu:
+        sys.path.insert(0, str(ROOT / "tests" / "ngraph_core" / "transformers"))
+        from fake_cudnn import FakeCudnn
+
+        return cuda_cudnn.Frontend(FakeCudnn()), "the tests' stand-in (fake_cudnn.py)"
+    front, why = cuda_cudnn.load_frontend()
+    if front is None:
+        raise RuntimeError(why)
+    return front, f"nvidia-cudnn-frontend {getattr(front.module, '__version__', '?')}"
+
+
+def direct_fprop(gpu: Gpu, front: Any, x: Any, w: Any, w_layout: tuple, y: Any) -> None:
+    """``y = conv(x, w)`` (1x1, no padding, float32) through the frontend's graph API alone: ``x`` and ``y``
+    described by their own strides (NCHW arrays), ``w`` by ``w_layout`` (dims ``[K, C, R, S]``, element
+    strides); the uids read after the build, int pointers, the handle on CuPy's current stream."""
+    from ngraph_core.transformers import cuda_cudnn
+
+    cudnn, xp = front.module, gpu.xp
+    f32 = cudnn.data_type.FLOAT
+    stream = None if gpu.cpu else cuda_cudnn.current_stream(xp)
+    handle = front.handle(0, stream)
+    elements = lambda a: [s // a.itemsize for s in a.strides]  # noqa: E731
+    graph = cudnn.pygraph(io_data_type=f32, intermediate_data_type=f32, compute_data_type=f32, handle=handle)
+    xt = graph.tensor(name="X", dim=list(x.shape), stride=elements(x), data_type=f32)
+    wt = graph.tensor(name="W", dim=list(w_layout[0]), stride=list(w_layout[1]), data_type=f32)
+    yt = graph.conv_fprop(image=xt, weight=wt, pre_padding=[0, 0], post_padding=[0, 0], stride=[1, 1],
+                          dilation=[1, 1], compute_data_type=f32)
+    yt.set_output(True).set_dim(list(y.shape)).set_stride(elements(y)).set_data_type(f32)
+    graph.validate()
+    graph.build_operation_graph()
+    graph.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
+    graph.check_support()
+    graph.build_plans()
+    workspace = xp.empty(max(int(graph.get_workspace_size()), 1), dtype=xp.uint8)
+    graph.execute({xt.get_uid(): address(x), wt.get_uid(): address(w), yt.get_uid(): address(y)}, address(workspace),
+                  handle=handle)
+    gpu.sync()
+
+
+def probe(gpu: Gpu) -> dict:
+    """cuDNN's forward on inputs whose answers are known, each row printing the values it got (see the module
+    docstring); ``ok`` when every row but the old-description one matches."""
+    import ngraph_core as ng
+    from ngraph_core.transformers import cuda_cudnn
+
+    np, xp = gpu.np, gpu.xp
+    rows: list[dict] = []
+
+    def row(name: str, run: Any, expected: list, note: str = "", required: bool = True) -> None:
+        try:
+            got = [round(float(v), 4) for v in run()]
+            verdict = "ok" if np.allclose(got, expected) else ("differs" if not required else "FAIL")
+        except Exception as exc:
+            got, verdict = f"ERROR {type(exc).__name__}: {str(exc)[:300]}", "FAIL" if required else "error"
+        rows.append({"name": name, "verdict": verdict, "got": got, "expected": expected, "note": note,
+                     "required": required})
+        print(f"  probe {name}: {verdict} got={got} expected={expected}" + (f" ({note})" if note else ""), flush=True)
+
+    front, what = probe_frontend(gpu)
+
+    def ones_by_two() -> list:
+        x = xp.ones((1, 1, 3, 3), dtype=xp.float32)
+        w = xp.full((1, 1, 1, 1), 2.0, dtype=xp.float32)
+        y = xp.full((1, 1, 3, 3), -1.0, dtype=xp.float32)
+        direct_fprop(gpu, front, x, w, ((1, 1, 1, 1), (1, 1, 1, 1)), y)
+        return gpu.host(y).ravel().tolist()
+
+    row("ones3x3_by_1x1_of_2", ones_by_two, [2.0] * 9, f"fprop by {what}")
+    # 2 -> 2 channels, 1x1: W[k, c] = [[1, 10], [100, 1000]], x[c] = c + 1 -> y[k] = 21, 2100
+    w_kc = np.array([[1.0, 10.0], [100.0, 1000.0]], dtype=np.float32)
+    for name, packed_filter in (("filter_packed_kcrs", True), ("filter_by_crsk_strides", False)):
+        def layout_probe(packed_filter: bool = packed_filter) -> list:
+            x = xp.asarray(np.broadcast_to(np.array([1.0, 2.0], np.float32)[None, :, None, None], (1, 2, 2, 2)).copy())
+            y = xp.full((1, 2, 2, 2), -1.0, dtype=xp.float32)
+            if packed_filter:  # [K, C, 1, 1] row-major
+                w, layout = xp.asarray(w_kc.reshape(2, 2, 1, 1)), ((2, 2, 1, 1), (2, 1, 1, 1))
+            else:  # our [Ci, R, S, K] array described as [K, Ci, R, S] by its strides (cuda_cudnn before the fix)
+                w = xp.asarray(np.ascontiguousarray(w_kc.T.reshape(2, 1, 1, 2)))
+                layout = cuda_cudnn.describe(w.shape, w.strides, 4, cuda_cudnn.filter_order(4))
+            direct_fprop(gpu, front, x, w, layout, y)
+            return gpu.host(y)[0, :, 0, 0].tolist()
+
+        note = "201, 2010: cuDNN read the filter as packed KCRS, ignoring its strides" if not packed_filter else ""
+        row(name, layout_probe, [21.0, 2100.0], note, required=packed_filter)
+
+    def through_ngraph() -> list:
+        ax = lambda length, axis: ng.make_axis(length, axis)  # noqa: E731
+        x = ng.placeholder([ax(1, "C"), ax(3, "H"), ax(3, "W"), ax(1, "N")], dtype="float32", name="x")
+        w = ng.placeholder([ax(1, "Ci"), ax(1, "R"), ax(1, "S"), ax(1, "K")], dtype="float32", name="w")
+        with gpu.transformer(True) as t:
+            f = t.computation(ng.convolution(x, w), x, w)
+            y = f(xp.ones((1, 3, 3, 1), dtype=xp.float32), xp.full((1, 1, 1, 1), 2.0, dtype=xp.float32))
+            return gpu.host(y).ravel().tolist()
+
+    before = dict(cuda_cudnn.CHOSEN)
+    row("ones3x3_by_1x1_of_2_ngraph", through_ngraph, [2.0] * 9, "our transformer, NG_CUDNN=1")
+    ran = [f"{k}: {v}" for k, v in cuda_cudnn.CHOSEN.items() if before.get(k) != v]
+    if ran:
+        rows[-1]["note"] += f"; {'; '.join(ran)}"
+    return {"rows": rows, "ok": all(r["verdict"] == "ok" for r in rows if r["required"])}
+
+
 def relative(a: Any, b: Any) -> float:
     np = __import__("numpy")
     scale = float(np.max(np.abs(b))) or 1.0
@@ -238,9 +366,10 @@ def check_layer(gpu: Gpu, spec: tuple, n: int, dtype: str) -> dict:
     return {"name": f"{name}_n{n}_{dtype}", "ok": bool(ok), "errors": errors, "paths": paths}
 
 
-def layers(gpu: Gpu) -> dict:
+def layers(gpu: Gpu, quick: bool = False) -> dict:
     rows = []
-    cases = [(spec, n, "float32") for spec in LAYERS for n in spec[8]] + [(LAYERS[0], 2, "float64")]
+    cases = QUICK_CASES if quick else [(spec, n, "float32") for spec in LAYERS for n in spec[8]] + \
+        [(LAYERS[0], 2, "float64")]
     for spec, n, dtype in cases:
         try:
             row = check_layer(gpu, spec, n, dtype)
@@ -329,12 +458,15 @@ def resnet20(gpu: Gpu, smoke: bool) -> dict:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, help="folder for cudnn_check.json and cudnn_check.txt")
-    parser.add_argument("--budget", type=float, default=170.0, help="seconds before the watchdog stops the run")
+    parser.add_argument("--budget", type=float, default=None,
+                        help="seconds before the watchdog stops the run (default 170, 55 with --quick)")
+    parser.add_argument("--quick", action="store_true",
+                        help="environment, probe, four layers and the layer timing (under a minute)")
     parser.add_argument("--cpu-smoke", action="store_true", help="the plumbing on NumPy and torch CPU (no cuDNN)")
     parser.add_argument("--skip", default="", help="comma-separated sections to skip: layers,timing,resnet20")
     args = parser.parse_args(argv)
     _OUT.append(Path(args.out))
-    watchdog(args.budget)
+    watchdog(args.budget if args.budget is not None else 55.0 if args.quick else 170.0)
     began = time.perf_counter()
     try:
         gpu = Gpu(args.cpu_smoke)
@@ -347,6 +479,10 @@ def main(argv: list[str] | None = None) -> int:
     skip = set(filter(None, args.skip.split(",")))
     sections = [("environment", lambda: environment(gpu)), ("layers", lambda: layers(gpu)),
                 ("timing", lambda: timing(gpu, args.cpu_smoke)), ("resnet20", lambda: resnet20(gpu, args.cpu_smoke))]
+    if args.quick:
+        sections = [sections[0], ("probe", lambda: probe(gpu)), ("layers", lambda: layers(gpu, quick=True)),
+                    sections[2]]
+        REPORT["mode"] = "quick"
     passed = True
     for name, run in sections:
         if name in skip:

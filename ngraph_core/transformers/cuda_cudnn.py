@@ -8,14 +8,21 @@ data gradient, filter gradient; a fused op's conv head too) is handed to it with
 returns a kernel that runs cuDNN's ``conv_fprop`` / ``conv_dgrad`` / ``conv_wgrad`` instead, or that im2col
 kernel.
 
-* **Layout: strides, no transposes.** A cuDNN tensor is its dims and its strides, so our activations
-  ``[C, *spatial, N]`` (batch innermost) are described in place as cuDNN's ``[N, C, *spatial]`` with the
-  array's own strides, and filters ``[Ci, *F, K]`` as ``[K, Ci, *F]`` (``describe``). Where no engine takes
-  those strides (the plan fails to build), the layer runs on packed copies, ``NCHW`` / ``KCRS`` buffers the
-  plan owns, copied in and out around the call (only the operands not already so laid out), then on ``NHWC``
-  / ``KRSC`` ones; where none builds, on im2col. Decided without measuring: a strided plan costs nothing
-  around the call when an engine takes it, a packed copy costs one transposing copy per operand (NCHW first:
-  the layout cuDNN's float32 engines have supported longest), and im2col is what ran before.
+* **Layout: activations by their strides, filters packed.** A cuDNN tensor is its dims and its strides, so our
+  activations ``[C, *spatial, N]`` (batch innermost) are described in place as cuDNN's ``[N, C, *spatial]``
+  with the array's own strides (``describe``). Not so a filter: cuDNN reads (writes) a filter whose strides
+  are not packed ``KCRS`` or ``KRSC`` as packed ``KCRS``, without an error. On the H200 (cuDNN 9.19.0,
+  frontend 1.24.1) every plan built and ran with our ``[Ci, *F, K]`` filters described as ``[K, Ci, *F]``
+  with strides ``(1, ...)``, and every result was a convolution with the filter's memory read as row-major
+  ``[K, Ci, *F]`` (the five failing CuPy op tests that print values replay to 6 digits under that model,
+  ``fake_cudnn.py``). So a filter goes through a packed ``KCRS`` copy (``filter_layout``), a buffer the plan
+  owns, copied in before the call (fprop's and dgrad's weight) or out after it (wgrad's gradient): one
+  transposing copy of the weights per call (they change every training step).
+  Where no engine takes the activations' strides (the plan fails to build), the layer runs on packed
+  copies, ``NCHW`` / ``KCRS`` buffers (only the operands not already so laid out), then on ``NHWC`` /
+  ``KRSC`` ones; where none builds, on im2col. Decided without measuring: a strided activation costs
+  nothing around the call when an engine takes it, a packed copy costs one transposing copy per operand
+  (NCHW first: the layout cuDNN's float32 engines have supported longest), and im2col is what ran before.
 * **Plans** are built on a layer's first call (the arrays' strides are known then) and kept for the process
   in ``PLANS``, keyed by the direction, the three tensors' dims and strides, padding, strides, dilation, dtype,
   layout (``strided``, ``nchw``, ``nhwc``) and device; a plan owns its cuDNN workspace (one CuPy allocation).
@@ -28,8 +35,12 @@ kernel.
   epilogue already is one generated launch (``cuda_fused.py``), which does not hand it to the conv head.
 * **Fallback, with reasons**: ``NG_CUDNN=0``, no usable frontend, mixed dtypes, a pointer cuDNN cannot take, no
   plan that builds or an execution cuDNN refuses: im2col runs. ``CHOSEN`` says per layer what runs (``cudnn
-  strided``, ``cudnn nchw, copying w (why not strided)``, ``im2col: why``), ``report()`` prints it,
-  and the first fallback of a process warns once.
+  strided, copying w (filter packed)``, ``cudnn nchw, copying x, w (why not strided)``, ``im2col: why``),
+  ``report()`` prints it, and the first fallback of a process warns once.
+* **Variant pack**: ``graph.execute({uid: pointer}, workspace, handle=)`` with int uids and int pointers, the
+  form 1.24.1's ``pygraph.execute`` passes through unchanged (``cudnn/__init__.py``'s ``_execute``); the uids
+  are read after ``build_operation_graph``, which is where the frontend numbers the tensors made without one
+  (before it, ``get_uid()`` is 0).
 
 Importing this module needs neither CuPy nor the frontend (``import cudnn`` happens at the first
 convolution compiled for the GPU; the frontend's import also imports torch when it is installed).
@@ -61,6 +72,8 @@ PACKED = ("nchw", "nhwc")
 """The packed layouts tried, in order, when no engine takes an operand's own strides (filters: KCRS, KRSC)."""
 OPERANDS = {"fprop": ("x", "w", "y"), "dgrad": ("dy", "w", "dx"), "wgrad": ("x", "dy", "dw")}
 """The operands ``a``, ``b`` and the output of each direction, by name (for ``CHOSEN``)."""
+FILTER = {"fprop": 1, "dgrad": 1, "wgrad": 2}
+"""The position of each direction's filter among ``a``, ``b`` and the output."""
 
 Layout = tuple[tuple[int, ...], tuple[int, ...]]
 """A cuDNN tensor: its dims and element strides."""
@@ -155,6 +168,20 @@ def packed(dims: tuple[int, ...], memory: tuple[int, ...] | None = None) -> Layo
     return canonical(tuple(dims), tuple(strides))
 
 
+def filter_layout(layout: Layout) -> tuple[Layout, bool]:
+    """The cuDNN tensor a filter ``layout`` (``[K, C, *F]``) is given as, and whether that needs a copy: itself
+    when packed ``KCRS`` or ``KRSC``, else packed ``KCRS`` (cuDNN reads any other filter as packed ``KCRS``).
+
+    Example:
+        >>> filter_layout(((16, 3, 3, 3), (1, 144, 48, 16)))  # [Ci:3, R:3, S:3, K:16] C-contiguous
+        (((16, 3, 3, 3), (27, 9, 3, 1)), True)
+    """
+    dims = layout[0]
+    if layout in (packed(dims), packed(dims, memory_order("nhwc", len(dims)))):
+        return layout, False
+    return packed(dims), True
+
+
 def geometry(arg: ConvArg) -> dict[str, list[int]]:
     """``conv_fprop`` / ``conv_dgrad`` / ``conv_wgrad``'s keywords for ``arg`` (2 spatial dims at least).
 
@@ -244,8 +271,10 @@ def enabled() -> bool:
     """``NG_CUDNN=1`` tries cuDNN first; anything else (the default) runs every convolution on im2col.
 
     Off by default: on the first GPU run (H200, cuDNN 9.19, frontend 1.24.1, 2026-11-28) every plan built and
-    ran, strided and packed, but gave wrong values (relative errors ~1.3 against PyTorch in all three
-    directions, batch 1 too); ``benchmarks/gpu_cudnn_check.py`` is the check to pass before turning it on."""
+    ran but gave wrong values (relative errors ~1.3 against PyTorch in all three directions, batch 1 too):
+    cuDNN read our ``[Ci, *F, K]`` filters, described by strides, as packed ``KCRS``. Filters now go through a
+    packed copy (``filter_layout``); ``benchmarks/gpu_cudnn_check.py --quick`` is the check to pass before
+    turning it on."""
     return os.environ.get("NG_CUDNN", "0").strip() == "1"
 
 
@@ -289,7 +318,7 @@ class Layer:
 
 @dataclass
 class Plan:
-    """A built cuDNN graph: its tensors' uids (a, b, output), its workspace and, packed, the buffers of the
+    """A built cuDNN graph: its tensors' uids (a, b, output), its workspace and the packed buffers of the
     operands that need a packed copy (None for the others)."""
 
     graph: Any
@@ -392,19 +421,33 @@ class CudnnConv:
         # (the operands' shapes and strides, (the plan or why none, the device, which operands are copied))
         self._last: tuple[tuple, tuple] | None = None
 
+    def _buffers(self, plan: Plan, copies: tuple[bool, ...], shapes: tuple[tuple[int, ...], ...],
+                 memory: list[tuple[int, ...]]) -> None:
+        """The packed buffers of the operands ``copies`` marks, laid out in ``memory`` order, viewed in cuDNN's dim
+        order; the plan's own, shared by the kernels that use the plan."""
+        for i, copy in enumerate(copies):
+            if copy and plan.buffers[i] is None:
+                buffer = self.xp.empty(tuple(shapes[i][d] for d in memory[i]), dtype=self.layer.dtype)
+                plan.buffers[i] = buffer.transpose(tuple(memory[i].index(d) for d in range(len(shapes[i]))))
+
     def _choose(self, arrays: tuple[Any, Any, Any], device: int) -> tuple[Any, tuple[bool, ...], str]:
         """``(plan, which operands go through a packed copy, why not strided)`` for these operands' strides:
-        strided first, then each ``PACKED`` layout; or ``(why none built, (), "")``."""
+        strided first (the filter packed, ``filter_layout``), then each ``PACKED`` layout; or ``(why none
+        built, (), "")``."""
         layer, xp = self.layer, self.xp
         strided = tuple(describe(a.shape, a.strides, self.itemsize, order) for a, order in zip(arrays, layer.orders))
+        shapes = tuple(tuple(a.shape[i] for i in order) for a, order in zip(arrays, layer.orders))
+        f = FILTER[layer.direction]
         if all(t is not None for t in strided):
-            plan = plan_for(self.front, xp, layer, strided, "strided", device)  # type: ignore[arg-type]
+            tensors, copies = list(strided), [False, False, False]
+            tensors[f], copies[f] = filter_layout(strided[f])  # type: ignore[arg-type]
+            plan = plan_for(self.front, xp, layer, tuple(tensors), "strided", device)  # type: ignore[arg-type]
             if isinstance(plan, Plan):
-                return plan, (False, False, False), ""
+                self._buffers(plan, tuple(copies), shapes, [memory_order("nchw", len(s)) for s in shapes])
+                return plan, tuple(copies), "filter packed"
             reasons = [f"strided: {plan}"]
         else:
             reasons = ["strided: an operand's strides are negative, zero or not whole elements"]
-        shapes = tuple(tuple(a.shape[i] for i in order) for a, order in zip(arrays, layer.orders))
         for layout in PACKED:
             memory = [memory_order(layout, len(s)) for s in shapes]
             layouts = tuple(packed(s, m) for s, m in zip(shapes, memory))
@@ -413,10 +456,7 @@ class CudnnConv:
                 reasons.append(f"{layout}: {plan}")
                 continue
             copies = tuple(s != p for s, p in zip(strided, layouts))  # an operand already so laid out is used as is
-            for i, copy in enumerate(copies):
-                if copy and plan.buffers[i] is None:  # the plan's own, shared by the kernels that use the plan
-                    buffer = xp.empty(tuple(shapes[i][d] for d in memory[i]), dtype=layer.dtype)
-                    plan.buffers[i] = buffer.transpose(tuple(memory[i].index(d) for d in range(len(shapes[i]))))
+            self._buffers(plan, copies, shapes, memory)
             return plan, copies, "; ".join(reasons)
         return "; ".join(reasons), (), ""
 
@@ -432,7 +472,7 @@ class CudnnConv:
             self._last = (key, (chosen, device, copies))
             if isinstance(chosen, Plan):
                 copied = ", ".join(n for n, c in zip(OPERANDS[self.layer.direction], copies) if c)
-                how = f"cudnn {chosen.layout}" + (f", copying {copied} ({why})" if chosen.layout != "strided" else "")
+                how = f"cudnn {chosen.layout}" + (f", copying {copied} ({why})" if copied else "")
                 _record(self.description, how + (f" [{chosen.name}]" if chosen.name else ""), False)
             else:
                 _record(self.description, f"im2col: {chosen}", True)

@@ -6,6 +6,19 @@ graph the way cuDNN reads its tensors: each tensor is rebuilt from its pointer, 
 cuDNN's ``[N, C, *spatial]`` / ``[K, C/G, *F]`` order. So a wrong dim, stride or padding in the descriptors
 ``cuda_cudnn`` builds gives wrong numbers here, as it would on the GPU. ``accepts`` decides which tensor
 layouts "have an engine" (default: all), to drive the strided -> packed -> im2col fallbacks.
+
+Modelled on frontend 1.24.1 (``cudnn/__init__.py``, ``python/pygraph/pygraph.cpp``, ``graph_interface.h``) and
+what cuDNN 9.19 did on an H200:
+
+* **uids**: a tensor made without ``uid=`` has uid 0 (``Tensor_attributes::uid``) until
+  ``build_operation_graph`` numbers the unnumbered ones from 1, skipping the ones set (``create_cudnn_tensor``).
+* **execute(pack, workspace, handle=None)**: ``pack``'s keys are uids (``int``) or the graph's tensors (their
+  ``get_uid()``), its values device pointers (``int``) or objects with ``__dlpack__``; a uid of the graph
+  missing from it fails (``INVALID_VARIANT_PACK``, "Uid N does not exist in variant pack.").
+* **filters**: a filter tensor (fprop's and dgrad's weight, wgrad's output) whose strides are neither packed
+  ``KCRS`` nor packed ``KRSC`` is read (written) as packed ``KCRS``, silently: every plan built and ran on the
+  H200, and each result equalled a convolution with the filter's memory taken as row-major ``[K, C, R, S]``
+  (the activations read through their strides, batch innermost included).
 """
 
 from __future__ import annotations
@@ -41,8 +54,10 @@ class numerical_note(enum.Enum):  # noqa: N801
 
 
 class Tensor:
-    def __init__(self, uid: int, dims: list[int], strides: list[int], dtype: data_type | None) -> None:
-        self.uid, self.dims, self.strides, self.dtype, self.output = uid, list(dims), list(strides), dtype, False
+    def __init__(self, dims: list[int], strides: list[int], dtype: data_type | None, name: str = "",
+                 uid: int = -1) -> None:
+        self.dims, self.strides, self.dtype, self.output, self.name = list(dims), list(strides), dtype, False, name
+        self.uid, self.uid_assigned = (0, False) if uid == -1 else (uid, True)
 
     def set_output(self, value: bool) -> Tensor:
         self.output = value
@@ -61,7 +76,33 @@ class Tensor:
         return self
 
     def get_uid(self) -> int:
-        return self.uid
+        return self.uid  # 0 until build_operation_graph numbers it, as the frontend's
+
+    def set_uid(self, uid: int) -> Tensor:
+        self.uid, self.uid_assigned = uid, True
+        return self
+
+
+def packed_strides(dims: list[int], memory: list[int]) -> list[int]:
+    """The strides of a packed tensor of ``dims`` laid out in ``memory`` order (outermost first)."""
+    strides, step = [0] * len(dims), 1
+    for i in reversed(memory):
+        strides[i] = step
+        step *= dims[i]
+    return strides
+
+
+def same_layout(dims: list[int], strides: list[int], want: list[int]) -> bool:
+    """``strides`` equal ``want`` along every dim longer than 1."""
+    return all(d == 1 or s == w for d, s, w in zip(dims, strides, want))
+
+
+def filter_strides(dims: list[int], strides: list[int]) -> list[int]:
+    """The strides cuDNN 9.19 reads a filter ``[K, C, *F]`` through: its own when packed ``KCRS`` or ``KRSC``,
+    else packed ``KCRS`` (see the module docstring)."""
+    kcrs = packed_strides(dims, list(range(len(dims))))
+    krsc = packed_strides(dims, [0, *range(2, len(dims)), 1])
+    return strides if same_layout(dims, strides, kcrs) or same_layout(dims, strides, krsc) else kcrs
 
 
 def host_view(ptr: int, dims: list[int], strides: list[int], dtype: Any) -> np.ndarray:
@@ -81,14 +122,17 @@ class Graph:
         self.deselected: list[Any] = []
         self.built = False
 
-    def tensor(self, name: str, dim: list[int], stride: list[int], data_type: data_type) -> Tensor:
-        t = Tensor(len(self.tensors) + 10, dim, stride, data_type)
+    def tensor(self, dim: list[int], stride: list[int], data_type: data_type | None = None, is_virtual: bool = False,
+               is_pass_by_value: bool = False, ragged_offset: Any = None, reordering_type: Any = None,
+               name: str = "", uid: int = -1) -> Tensor:
+        t = Tensor(dim, stride, data_type, name, uid)
         self.tensors.append(t)
         return t
 
     def _conv(self, kind: str, a: Tensor, b: Tensor, **kw: Any) -> Tensor:
         assert self.op is None and {"pre_padding", "post_padding", "stride", "dilation"} <= set(kw)
-        out = Tensor(len(self.tensors) + 10, [], [], None)
+        assert set(kw) <= {"pre_padding", "post_padding", "stride", "dilation", "compute_data_type", "name"}, kw
+        out = Tensor([], [], None, name=f"{kind}::out")
         self.tensors.append(out)
         self.op = (kind, a, b, kw)
         self.out = out
@@ -107,7 +151,16 @@ class Graph:
         assert self.op is not None and self.out.output and self.out.dims and self.out.strides
 
     def build_operation_graph(self) -> None:
-        pass
+        """Numbers the tensors without a uid from 1, skipping those set (``detail::assign_uid``)."""
+        used = {t.uid for t in self.tensors if t.uid_assigned}
+        assert len(used) == len([t for t in self.tensors if t.uid_assigned]), "uids must be unique"
+        candidate = 1
+        for t in self.tensors:
+            if not t.uid_assigned:
+                while candidate in used:
+                    candidate += 1
+                t.set_uid(candidate)
+                candidate += 1
 
     def create_execution_plans(self, modes: list[heur_mode]) -> None:
         assert modes
@@ -130,13 +183,24 @@ class Graph:
     def get_plan_name_at_index(self, index: int) -> str:
         return "fake_engine"
 
-    def execute(self, pack: dict[int, int], workspace: int, handle: Any = None) -> None:
+    def execute(self, pack: dict[Any, Any], workspace: Any, handle: Any = None) -> None:
+        """As ``cudnn.pygraph.execute`` (``cudnn/__init__.py``'s ``_execute`` over the binding's ``_execute``)."""
         import torch
 
-        assert self.built and handle == self.handle and workspace
+        assert self.built and handle == self.handle
         kind, a, b, kw = self.op
+        uids = {k if type(k) is int else k.get_uid(): self.module.device_pointer(v) for k, v in pack.items()
+                if k is not None}
+        workspace = self.module.device_pointer(workspace)
+        assert workspace
+        for t in (a, b, self.out):
+            if t.uid not in uids:
+                raise RuntimeError(f"cudnn_frontend error INVALID_VARIANT_PACK: Uid {t.uid} does not exist in "
+                                   "variant pack.")
         dtype = NUMPY_DTYPES[self.io.value]
-        view = {t.uid: host_view(pack[t.uid], t.dims, t.strides, dtype) for t in (a, b, self.out)}
+        weight = b if kind in ("fprop", "dgrad") else self.out
+        view = {t.uid: host_view(uids[t.uid], t.dims, filter_strides(t.dims, t.strides) if t is weight else t.strides,
+                                 dtype) for t in (a, b, self.out)}
         ta, tb = (torch.from_numpy(np.array(view[t.uid], dtype=np.float64)) for t in (a, b))
         pre, post, stride, dilation = kw["pre_padding"], kw["post_padding"], kw["stride"], kw["dilation"]
         rank = len(stride)
@@ -190,6 +254,17 @@ class FakeCudnn:
 
     def set_stream(self, handle: int, stream: int) -> None:
         self.streams.append((handle, stream))
+
+    @staticmethod
+    def device_pointer(value: Any) -> int:
+        """``cudnn/__init__.py``'s ``_library_device_pointer``: an ``int`` as is, else the object's ``__dlpack__``
+        data (here: a NumPy array's address)."""
+        if type(value) is int:
+            return value
+        if not hasattr(value, "__dlpack__"):
+            raise RuntimeError("cudnn_frontend error INVALID_VARIANT_PACK: Object does not have the __dlpack__() "
+                               "method")
+        return int(value.__array_interface__["data"][0])
 
     def pygraph(self, **kw: Any) -> Graph:
         graph = Graph(self, **kw)

@@ -3,8 +3,9 @@
 The descriptors are pure functions, checked against numbers worked out by hand. The dispatch runs on the
 CuPy-surface transformer with ``cuda_cudnn.variant`` as its ``conv_variant`` and a stand-in frontend
 (``fake_cudnn.py``) that executes each cuDNN graph by reading memory through the dims and strides it was
-given: forward, data and filter gradients must equal the NumPy transformer's for strides, padding (also
-asymmetric), dilation, groups, 1-D and 3-D, another axes order, batch 1 and a filter cut to its live taps.
+given (a filter that is not packed read as packed ``KCRS``, as cuDNN 9.19 did on an H200): forward, data and
+filter gradients must equal the NumPy transformer's for strides, padding (also asymmetric), dilation, groups,
+1-D and 3-D, another axes order, batch 1 and a filter cut to its live taps.
 Then the fallbacks: packed copies where only packed layouts have an engine, im2col (with its reason and one
 warning) where nothing builds, and without a frontend or with ``NG_CUDNN=0``. ``-m gpu`` runs the real
 thing (``benchmarks/gpu_cudnn_check.py``).
@@ -108,6 +109,16 @@ def test_undescribable_strides() -> None:
     assert cuda_cudnn.describe(broadcast.shape, broadcast.strides, 4, (3, 0, 1, 2)) is None
 
 
+def test_filter_layout_packs_all_but_kcrs_and_krsc() -> None:
+    w = np.empty((3, 3, 3, 16), np.float32)  # [Ci, R, S, K]: K innermost, which cuDNN does not read
+    crsk = cuda_cudnn.describe(w.shape, w.strides, 4, cuda_cudnn.filter_order(4))
+    assert cuda_cudnn.filter_layout(crsk) == (((16, 3, 3, 3), (27, 9, 3, 1)), True)
+    kcrs, krsc = cuda_cudnn.packed((16, 3, 3, 3)), cuda_cudnn.packed((16, 3, 3, 3), (0, 2, 3, 1))
+    assert cuda_cudnn.filter_layout(kcrs) == (kcrs, False) and cuda_cudnn.filter_layout(krsc) == (krsc, False)
+    one = cuda_cudnn.describe((3, 3, 3, 1), (36, 12, 4, 4), 4, cuda_cudnn.filter_order(4))  # K = 1: packed KCRS
+    assert cuda_cudnn.filter_layout(one) == (one, False)
+
+
 def test_packed_and_geometry() -> None:
     assert cuda_cudnn.packed((2, 3, 4, 5)) == ((2, 3, 4, 5), (60, 20, 5, 1))
     assert cuda_cudnn.packed((2, 3, 4, 5), cuda_cudnn.memory_order("nhwc", 4)) == ((2, 3, 4, 5), (60, 1, 15, 3))
@@ -183,9 +194,72 @@ def test_batch_one_copies_only_the_filter_on_packed_only_engines(monkeypatch: py
     build, specs = CASES["batch1"]
     compare_backends(BACKEND, build, specs)
     chosen = {k.split()[0]: v for k, v in cuda_cudnn.CHOSEN.items()}
-    assert chosen["fprop"].startswith("cudnn nchw, copying w (strided: NotSupported"), chosen
-    assert chosen["dgrad"].startswith("cudnn nchw, copying w (strided"), chosen
-    assert chosen["wgrad"].startswith("cudnn nchw, copying dw (strided"), chosen
+    assert chosen["fprop"].startswith("cudnn strided, copying w (filter packed)"), chosen
+    assert chosen["dgrad"].startswith("cudnn strided, copying w (filter packed)"), chosen
+    assert chosen["wgrad"].startswith("cudnn strided, copying dw (filter packed)"), chosen
+
+
+def test_filters_reach_cudnn_packed_kcrs(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the H200 bug: [Ci, R, S, K] described as [K, Ci, R, S] by its strides was read as packed KCRS (wrong values)
+    fake = FakeCudnn()
+    use_frontend(monkeypatch, fake)
+    build, specs = CASES["3x3_stride2"]
+    compare_backends(BACKEND, build, specs)
+    for g in fake.graphs:
+        kind, a, b, _ = g.op
+        weight = b if kind in ("fprop", "dgrad") else g.out
+        assert weight.strides == list(cuda_cudnn.packed(tuple(weight.dims))[1]), (kind, weight.dims, weight.strides)
+        assert a.strides[0] == 1  # the activations as they are: [C, H, W, N], batch innermost
+    chosen = {k.split()[0]: v for k, v in cuda_cudnn.CHOSEN.items()}
+    assert chosen == {"fprop": "cudnn strided, copying w (filter packed) [fake_engine]",
+                      "dgrad": "cudnn strided, copying w (filter packed) [fake_engine]",
+                      "wgrad": "cudnn strided, copying dw (filter packed) [fake_engine]"}, chosen
+
+
+def test_fake_reads_a_strided_filter_as_packed_kcrs() -> None:
+    """The stand-in does what cuDNN 9.19 did on the H200: a ``[K, C, R, S]`` filter with strides other than packed
+    KCRS / KRSC is read as packed KCRS (``conv_stride_pad_dilation``'s wrong H200 values replay under this)."""
+    import torch
+
+    fake = FakeCudnn()
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 3, 5, 4)).astype(np.float32)  # NCHW
+    w = rng.standard_normal((3, 3, 3, 4)).astype(np.float32)  # [Ci, R, S, K], K innermost
+    y = np.zeros((2, 4, 5, 4), np.float32)
+    graph = fake.pygraph(io_data_type=fake.data_type.FLOAT, intermediate_data_type=fake.data_type.FLOAT,
+                         compute_data_type=fake.data_type.FLOAT, handle=fake.create_handle())
+    xt = graph.tensor(name="X", dim=list(x.shape), stride=[s // 4 for s in x.strides], data_type=fake.data_type.FLOAT)
+    wt = graph.tensor(name="W", dim=[4, 3, 3, 3], stride=[1, 36, 12, 4], data_type=fake.data_type.FLOAT)
+    yt = graph.conv_fprop(image=xt, weight=wt, pre_padding=[1, 1], post_padding=[1, 1], stride=[1, 1], dilation=[1, 1])
+    yt.set_output(True).set_dim(list(y.shape)).set_stride([s // 4 for s in y.strides])
+    for step in (graph.validate, graph.build_operation_graph, graph.check_support, graph.build_plans):
+        step()
+    graph.execute({xt: x, wt: w, yt: y}, np.empty(256, np.uint8), handle=graph.handle)
+    misread = torch.from_numpy(w.ravel().reshape(4, 3, 3, 3).copy())
+    want = torch.nn.functional.conv2d(torch.from_numpy(x), misread, padding=1).numpy()
+    np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-5)
+
+
+def test_fake_numbers_uids_at_build_and_checks_the_pack() -> None:
+    """As frontend 1.24.1: ``get_uid()`` is 0 until ``build_operation_graph`` numbers the tensors from 1, and a
+    uid of the graph missing from the pack fails; ``cuda_cudnn`` reads the uids after the build."""
+    fake = FakeCudnn()
+    graph = fake.pygraph(io_data_type=fake.data_type.FLOAT, intermediate_data_type=fake.data_type.FLOAT,
+                         compute_data_type=fake.data_type.FLOAT, handle=fake.create_handle())
+    x = graph.tensor(name="X", dim=[1, 1, 3, 3], stride=[9, 9, 3, 1], data_type=fake.data_type.FLOAT)
+    w = graph.tensor(name="W", dim=[1, 1, 1, 1], stride=[1, 1, 1, 1], data_type=fake.data_type.FLOAT, uid=1)
+    y = graph.conv_fprop(image=x, weight=w, pre_padding=[0, 0], post_padding=[0, 0], stride=[1, 1], dilation=[1, 1])
+    y.set_output(True).set_dim([1, 1, 3, 3]).set_stride([9, 9, 3, 1])
+    early = [t.get_uid() for t in (x, w, y)]
+    for step in (graph.validate, graph.build_operation_graph, graph.check_support, graph.build_plans):
+        step()
+    assert early == [0, 1, 0] and [t.get_uid() for t in (x, w, y)] == [2, 1, 3]
+    ones, two, out = np.ones((3, 3), np.float32), np.full(1, 2.0, np.float32), np.zeros((3, 3), np.float32)
+    with pytest.raises(RuntimeError, match="Uid 2 does not exist in variant pack"):
+        graph.execute(dict(zip(early, (_address(ones), _address(two), _address(out)))), 1, handle=graph.handle)
+    graph.execute({x.get_uid(): _address(ones), w.get_uid(): _address(two), y.get_uid(): _address(out)}, 1,
+                  handle=graph.handle)
+    np.testing.assert_array_equal(out, np.full((3, 3), 2.0))
 
 
 def is_channels_last(dims: list[int], strides: list[int]) -> bool:
