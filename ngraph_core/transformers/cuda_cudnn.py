@@ -66,6 +66,9 @@ ALIGNMENT = 16
 """Bytes a strided plan's operand pointers must be a multiple of (cuDNN's default tensor alignment)."""
 DIRECTIONS = {"conv": "fprop", "conv_cut": "fprop", "bprop_data": "dgrad", "bprop_filter": "wgrad"}
 """``conv_variant`` kinds -> cuDNN's operation."""
+FLOAT64 = False
+"""Whether float64 convolutions go to cuDNN: measured, every float64 plan built, ran and wrote zeros (H200, cuDNN
+9.19, 2026-11-28), so they run on im2col (the CPU tests turn it on to check the float64 descriptors on a fake)."""
 IO_TYPES = {"float16": "HALF", "float32": "FLOAT", "float64": "DOUBLE"}
 COMPUTE_TYPES = {"float16": "FLOAT", "float32": "FLOAT", "float64": "DOUBLE"}
 PACKED = ("nchw", "nhwc")
@@ -270,11 +273,11 @@ def load_frontend() -> tuple[Frontend | None, str | None]:
 def enabled() -> bool:
     """``NG_CUDNN=1`` tries cuDNN first; anything else (the default) runs every convolution on im2col.
 
-    Off by default: on the first GPU run (H200, cuDNN 9.19, frontend 1.24.1, 2026-11-28) every plan built and
-    ran but gave wrong values (relative errors ~1.3 against PyTorch in all three directions, batch 1 too):
-    cuDNN read our ``[Ci, *F, K]`` filters, described by strides, as packed ``KCRS``. Filters now go through a
-    packed copy (``filter_layout``); ``benchmarks/gpu_cudnn_check.py --quick`` is the check to pass before
-    turning it on."""
+    Off by default. On the first GPU run (H200, cuDNN 9.19, frontend 1.24.1) every plan built and ran but
+    gave wrong values: cuDNN read our ``[Ci, *F, K]`` filters, described by strides, as packed ``KCRS``.
+    With filters given packed (``filter_layout``) float32 layers then matched PyTorch in all three
+    directions (``benchmarks/gpu_cudnn_check.py --quick``); float64 plans wrote zeros (``FLOAT64``). The
+    whole GPU suite has not yet run with it on: that run decides the default (benchmarks/RESULTS.md)."""
     return os.environ.get("NG_CUDNN", "0").strip() == "1"
 
 
@@ -549,6 +552,8 @@ def variant(kind: str, kernel: Kernel, kc: KernelContext, *args: Any, epilogue: 
     reason = None
     if not enabled():
         reason = "NG_CUDNN is not 1 (off by default)"
+    elif layer.dtype == "float64" and not FLOAT64:
+        reason = "float64: cuDNN 9.19's plans gave zeros on an H200 (2026-11-28); im2col is exact"
     elif layer.dtype not in IO_TYPES or any(d != layer.dtype for d in dtypes):
         reason = f"operand dtypes {dtypes} for a {layer.dtype} convolution (cuDNN takes one float dtype)"
     front, why = (None, None) if reason else load_frontend()

@@ -60,6 +60,7 @@ def use_frontend(monkeypatch: pytest.MonkeyPatch, module: Any, stream: list[int]
     monkeypatch.setattr(cuda_cudnn, "current_stream", lambda xp: (stream or [7])[-1])
     monkeypatch.setattr(cuda_cudnn, "current_device", lambda xp: 0)
     monkeypatch.setenv("NG_CUDNN", "1")  # off by default until it passes on a GPU
+    monkeypatch.setattr(cuda_cudnn, "FLOAT64", True)  # the fake computes float64 exactly: check those descriptors
 
 
 # -- descriptors -------------------------------------------------------------------------------------------
@@ -362,3 +363,15 @@ def test_epilogue_runs_after_the_convolution(monkeypatch: pytest.MonkeyPatch) ->
                                       torch.from_numpy(np.moveaxis(wv, -1, 0)), padding=1)
     want = np.maximum(np.moveaxis(want.numpy(), 0, -1) + bias[:, None, None, None], 0)
     np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5)
+
+
+def test_float64_runs_on_im2col_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On the H200 every float64 plan wrote zeros: float64 layers take im2col, saying why."""
+    fake = FakeCudnn()
+    use_frontend(monkeypatch, fake)
+    monkeypatch.setattr(cuda_cudnn, "FLOAT64", False)
+    build, specs = CASES["batch1"]
+    compare_backends(BACKEND, build, specs)
+    reasons = [v for k, v in cuda_cudnn.CHOSEN.items() if "float64" in k]
+    assert reasons and all(v.startswith("im2col: float64: cuDNN 9.19's plans gave zeros") for v in reasons)
+    assert {kind for kind, _ in fake.executed} == {"fprop"}  # the float32 forward still runs on cuDNN
