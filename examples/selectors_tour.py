@@ -5,7 +5,7 @@
 # generated from the script by `notebooks/make_walkthrough.py`; CI runs both).
 #
 # A model is built from layers, but what runs is a graph of ops, and every op remembers the
-# layer scope that made it. A *selector* (DESIGN §7) is a CSS-like query over those ops and
+# layer scope that made it. A *selector* (docs/selectors.md) is a CSS-like query over those ops and
 # scopes: `"Conv > Pool variable"` reads "the variables inside convolution layers that are
 # followed by pooling". A query returns a `Selection`, which can freeze, re-weight, tap or
 # replace what it holds. The story: build a small CNN on real MNIST digits, query it, freeze a

@@ -10,7 +10,7 @@ partial batch at its true size, so the model compiles one training computation p
 twice. The loop itself is ``neon.training.fit_loop``; ``freeze`` between fits takes effect.
 
 **Looking inside.** ``select(query)`` queries the model's graph with a CSS-like selector
-(DESIGN §7); ``summary()`` tables the layers, parameters and memory plan; ``memory_plot``
+(docs/selectors.md); ``summary()`` tables the layers, parameters and memory plan; ``memory_plot``
 draws a computation's memory plan (``neon/inspection.py`` holds the machinery).
 
 Example:

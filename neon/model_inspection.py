@@ -62,7 +62,7 @@ class ModelInspection:
         return [y_hat, *(v for v in self.variables if id(v) not in reached)]
 
     def select(self, query: str) -> ModelSelection:
-        """The ops and layer scopes of the model's graph that a CSS-like ``query`` matches (DESIGN §7).
+        """The ops and layer scopes of the model's graph that a CSS-like ``query`` matches (docs/selectors.md).
 
         The graph is the inference graph at the batch size the model was built with, plus the
         variables. Capitalized names are layer types (``Conv`` matches subclasses), lowercase

@@ -1,5 +1,6 @@
-"""Suite-wide settings: every compile in the tests verifies the graph after every pass (DESIGN §5),
-eligible convolutions run Winograd, and tests marked ``gpu`` skip, saying why, where the CuPy transformer cannot run."""
+"""Suite-wide settings: every compile in the tests verifies the graph after every pass
+(docs/architecture.md, "The pass pipeline"), eligible convolutions run Winograd, and tests marked ``gpu``
+skip, saying why, where the CuPy transformer cannot run."""
 
 import os
 

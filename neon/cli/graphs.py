@@ -1,6 +1,6 @@
 """``select`` and ``viz``: query a saved model or graph with a selector, and draw it.
 
-``select`` prints the names of what a CSS-like query (DESIGN §7) selects, one per line on
+``select`` prints the names of what a CSS-like query (docs/selectors.md) selects, one per line on
 stdout (so the output pipes into other tools), and their count on stderr. An op's name is
 qualified by its scope path (``Sequential_0/hidden/Linear_0/W``: two layers' ``W`` differ). ``viz`` draws the
 graph with ``ng.viz.render`` (grouped by layer scope), highlighting a selection; the format

@@ -55,7 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
         'ngraph select graph.json ".elementwise:not(Conv *)"',
     ], run_select)
     select.add_argument("path", help="a saved model (.h5) or graph (.json)")
-    select.add_argument("query", help="a selector, CSS-like (DESIGN.md section 7); quote it for the shell")
+    select.add_argument("query", help="a selector, CSS-like (docs/selectors.md); quote it for the shell")
 
     viz = add_subcommand(parser, "viz", "Draw a saved graph or model as SVG or PNG, optionally highlighting a "
                          "selection.", [

@@ -2,11 +2,11 @@
 
 ``convert`` imports the model (``ngraph_core.frontends.onnx.import_model``) and writes our graph
 document (``ng.serialize``, JSON) atomically. Its roots are the model's outputs in the graph's
-order, then its inputs' placeholders (so a loader finds them, DESIGN §9); the file opens in
-``ngraph info``, ``select``, ``viz`` and ``bench`` like any saved graph. Dynamic dims take their
-lengths from ``--dim NAME=LENGTH`` (default 1); float initializers become trainable variables,
-or constants with ``--initializers constants``; an input the graph needs at import time (a shape
-fed to Reshape) is baked in from ``--static NAME=NPY``.
+order, then its inputs' placeholders (so a loader finds them: docs/architecture.md, "The graph
+document"); the file opens in ``ngraph info``, ``select``, ``viz`` and ``bench`` like any saved
+graph. Dynamic dims take their lengths from ``--dim NAME=LENGTH`` (default 1); float initializers
+become trainable variables, or constants with ``--initializers constants``; an input the graph needs
+at import time (a shape fed to Reshape) is baked in from ``--static NAME=NPY``.
 
 ``run`` feeds ``.npy`` arrays to the model's inputs by name (dynamic dims take the arrays'
 lengths; inputs a converter needs at import time — a shape fed to Reshape — are baked in

@@ -1,4 +1,4 @@
-"""CSS-like selectors over graphs (DESIGN §7): ``select(source, "Conv > Pool variable")`` -> ``Selection``."""
+"""CSS-like selectors over graphs (docs/selectors.md): ``select(source, "Conv > Pool variable")`` -> ``Selection``."""
 
 from .match import GROUPS, GraphIndex
 from .parser import AttrTest, Complex, Compound, LabelTest, NameTest, Pseudo, SelectorList, parse

@@ -13,7 +13,7 @@ an int (scope paths are interned, ``GraphIndex.path_id``), never a tuple of scop
 query of the maximum length (``parser.MAX_QUERY_LENGTH``, 4096 characters) on a graph of a few
 hundred ops answers in well under a second (``tests/ngraph_core/selectors/test_selector_limits.py``).
 
-Semantics (the decisions DESIGN §7 leaves open, kept here):
+Semantics (docs/selectors.md, "What a query matches", states them for users):
 
 * A Capitalized type matches scopes only (``ScopeEntry.is_a``: the class or a subclass), a
   lowercase type or ``*`` ops only; a compound without a type (``#conv1``, ``[name^=W]``)

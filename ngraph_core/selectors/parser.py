@@ -1,6 +1,6 @@
 """The selector language's syntax: a recursive-descent parser from query text to an immutable AST.
 
-Grammar (DESIGN §7; whitespace around ``>``, ``<``, ``>>``, ``<<`` and ``,`` is optional)::
+Grammar (docs/selectors.md, "The grammar"; whitespace around ``>``, ``<``, ``>>``, ``<<`` and ``,`` is optional)::
 
     list      := complex ("," complex)*
     complex   := compound (combinator compound)*          read left to right

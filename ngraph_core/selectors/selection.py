@@ -346,7 +346,7 @@ def _roots_of(source: Any) -> list[Op]:
 
 
 def select(source: Any, query: str, *, scope_attrs: ScopeAttrs | None = None) -> Selection:
-    """The ops and layer scopes of ``source``'s graph that ``query`` matches (DESIGN §7).
+    """The ops and layer scopes of ``source``'s graph that ``query`` matches (docs/selectors.md).
 
     Args:
         source: an Op, an iterable of Ops, a compiled ``Computation`` (its results) or an

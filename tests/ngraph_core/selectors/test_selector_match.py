@@ -25,7 +25,7 @@ def pick(net: SimpleNamespace, query: str) -> ng.Selection:
     return ng.select(net.out, query)
 
 
-# -- the seed queries (DESIGN §7) -----------------------------------------------------------------
+# -- the seed queries (docs/selectors.md) ---------------------------------------------------------
 
 
 def test_variables_of_convolutions_followed_by_pooling(net: SimpleNamespace) -> None:
