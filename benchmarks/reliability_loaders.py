@@ -14,13 +14,19 @@ the issue's hostile files, in a child process under a 1 GiB address-space cap (`
 restarted after a crash or a hang (``NGI_HANG_SECONDS``): success, ``DeployError``, raw exception,
 hang, crash, memory past the cap, the slowest input and the child's peak RSS.
 
-Run: ``.venv/bin/python benchmarks/reliability_loaders.py [--mutants 2000] [--ngi 500] [--seed 0]
-[--only mutants|memory|ngi|selectors]``.
+Part 4 (issue 19 items 5 and 6, ``onnx_hostile_table``) imports and runs ONNX models of a few dozen bytes whose
+shapes, repeats, sizes, pads, ranges, depths or indices are hostile (``2**29``, ``2**40``, ``-2**63``...), each in
+a fresh child process under a 1 GiB ``RLIMIT_AS``: success, typed error, raw exception, hang (30 s), crash (a
+signal), and memory over 1 GiB (an allocation the cap refused, even when reported as a typed error).
+
+Run: ``.venv/bin/python benchmarks/reliability_loaders.py [--mutants 2000] [--ngi 500] [--onnx 150] [--seed 0]
+[--only mutants|memory|ngi|selectors|onnx]``.
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import copy
 import functools
 import gzip
@@ -527,15 +533,173 @@ def ngi_tables(n: int, seed: int, folder: Path) -> list[str]:
     return lines
 
 
+# -- part 4: ONNX bytes with hostile shapes, each in a fresh child under a 1 GiB address-space cap -------------------
+ONNX_CAP = 1 << 30
+ONNX_HANG_SECONDS = 30.0
+ONNX_OUTCOMES = ("success", "typed error", "raw exception", "hang", "crash", "memory > 1 GiB")
+HOSTILE_INTS = [0, 1, -1, 2, 3, 7, 2**20, 2**27, 2**28, 2**29, 2**31 - 1, 2**31, 2**32 + 1, 2**40, 2**62, 2**63 - 1,
+                -(2**31), -(2**63)]
+
+
+def onnx_templates() -> dict[str, tuple[int, Callable[[list[int]], tuple]]]:
+    """name -> (how many ints it reads, build(ints) -> (nodes, inputs, initializers, output type, int64 feed))."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    def ints(name: str, values: list[int]) -> Any:
+        return numpy_helper.from_array(np.array(values, np.int64), name)
+
+    def scalar(name: str, value: int) -> Any:
+        return numpy_helper.from_array(np.array(value, np.int64), name)
+
+    def f32(name: str, *shape: int) -> Any:
+        return helper.make_tensor_value_info(name, TensorProto.FLOAT, list(shape))
+
+    def one(op: str, names: list[str], inputs: list, inits: list, elem: int = TensorProto.FLOAT, feed: int = 1,
+            **attrs: Any) -> tuple:
+        return [helper.make_node(op, names, ["y"], **attrs)], inputs, inits, elem, feed
+
+    def chain(nodes: list, inits: list) -> tuple:
+        return nodes, [], inits, TensorProto.FLOAT, 1
+
+    node = helper.make_node
+    return {
+        "ConstantOfShape": (3, lambda v: one("ConstantOfShape", ["s"], [], [ints("s", v)])),
+        "Expand": (2, lambda v: one("Expand", ["x", "s"], [f32("x", 1)], [ints("s", v)])),
+        "Tile": (2, lambda v: one("Tile", ["x", "r"], [f32("x", 1, 2)], [ints("r", v)])),
+        "Reshape": (3, lambda v: one("Reshape", ["x", "s"], [f32("x", 2, 3)], [ints("s", v)])),
+        "Range": (3, lambda v: one("Range", ["a", "b", "c"], [], [scalar(n, x) for n, x in zip("abc", v)],
+                                   TensorProto.INT64)),
+        "Pad": (4, lambda v: one("Pad", ["x", "p"], [f32("x", 2, 3)], [ints("p", v)])),
+        "Slice": (4, lambda v: one("Slice", ["x", "s", "e", "a", "t"], [f32("x", 4, 5)],
+                                   [ints("s", v[:1]), ints("e", v[1:2]), ints("a", [v[2] % 2]), ints("t", v[3:])])),
+        "Gather (static indices)": (2, lambda v: one("Gather", ["x", "i"], [f32("x", 3, 2)], [ints("i", v)])),
+        "Gather (indices fed at run time)": (1, lambda v: one(
+            "Gather", ["x", "i"], [f32("x", 3, 2), helper.make_tensor_value_info("i", TensorProto.INT64, [2])], [],
+            feed=v[0])),
+        "OneHot": (1, lambda v: one("OneHot", ["i", "d", "v"], [], [ints("i", [0, 1]), ints("d", v),
+                                                                    numpy_helper.from_array(np.ones(2, np.float32),
+                                                                                            "v")])),
+        "Resize (nearest, sizes)": (2, lambda v: one("Resize", ["x", "", "", "s"], [f32("x", 1, 1, 2, 2)],
+                                                     [ints("s", [1, 1, *v])], mode="nearest")),
+        "Resize (linear, scales)": (2, lambda v: (  # scales from a Constant node: a float initializer is trainable
+            [node("Constant", [], ["k"], value=numpy_helper.from_array(np.array([1, 1, *v], np.float32))),
+             node("Resize", ["x", "", "k"], ["y"], mode="linear")], [f32("x", 1, 1, 2, 2)], [], TensorProto.FLOAT, 1)),
+        "TopK": (1, lambda v: ([node("TopK", ["x", "k"], ["y", "j"])], [f32("x", 5)], [ints("k", v)],
+                               TensorProto.FLOAT, 1)),
+        "Trilu": (1, lambda v: one("Trilu", ["x", "k"], [f32("x", 3, 4)], [scalar("k", v[0])])),
+        "input dims": (2, lambda v: one("Relu", ["x"], [f32("x", *v)], [])),
+        "EyeLike": (2, lambda v: one("EyeLike", ["x"], [f32("x", *v)], [])),
+        "HannWindow": (1, lambda v: one("HannWindow", ["n"], [], [scalar("n", v[0])])),
+        "DFT": (1, lambda v: one("DFT", ["x", "n"], [f32("x", 1, 4, 1)], [scalar("n", v[0])])),
+        "CenterCropPad": (2, lambda v: one("CenterCropPad", ["x", "s"], [f32("x", 2, 3)], [ints("s", v)])),
+        "two constants": (1, lambda v: chain([node("ConstantOfShape", ["s"], ["a"]),
+                                              node("ConstantOfShape", ["s"], ["b"]), node("Add", ["a", "b"], ["y"])],
+                                             [ints("s", v)])),
+        "Expand of a constant": (2, lambda v: chain([node("ConstantOfShape", ["one"], ["c"]),
+                                                     node("Expand", ["c", "s"], ["y"])],
+                                                    [ints("one", [1]), ints("s", v)])),
+    }
+
+
+def onnx_hostile_model(template: str, values: list[int]) -> bytes:
+    """The model of ``template`` reading ``values``; its doc string holds the value its int64 inputs are fed."""
+    from onnx import helper
+
+    nodes, inputs, inits, elem, feed = onnx_templates()[template][1](values)
+    graph = helper.make_graph(nodes, "hostile", inputs, [helper.make_tensor_value_info("y", elem, [])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], doc_string=str(feed))
+    return model.SerializeToString()
+
+
+def onnx_child(path: Path) -> None:
+    """Import and run one model (float inputs fed ones, int64 ones the doc string's value); print
+    ``outcome peak_rss_bytes``. A typed error that reports a failed allocation counts as memory past the cap."""
+    import onnx
+
+    from ngraph_core.frontends.onnx import import_model
+
+    resource.setrlimit(resource.RLIMIT_AS, (ONNX_CAP, ONNX_CAP))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    data = path.read_bytes()
+    try:
+        model = import_model(data)
+        feed = int(onnx.load_from_string(data).doc_string or 1)
+        model.run([np.full(p.axes.lengths, feed if p.dtype == "int64" else 1, p.dtype) for p in model.inputs])
+        outcome = "success"
+    except ng.NgraphError as exc:
+        outcome = "memory" if "out of memory" in str(exc) else f"typed:{type(exc).__name__}"
+    except MemoryError:
+        outcome = "memory"
+    except Exception as exc:  # noqa: BLE001 - the figure that must stay 0
+        outcome = f"raw:{type(exc).__name__}:{str(exc)[:100]}".replace(" ", "_")
+    print(outcome, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, flush=True)
+
+
+def onnx_hostile_table(n: int, seed: int, folder: Path) -> list[str]:
+    """``n`` seeded hostile models, each imported and run in a fresh child under a 1 GiB RLIMIT_AS: how each ended."""
+    rand, templates = random.Random(seed), onnx_templates()
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
+    counts = dict.fromkeys(ONNX_OUTCOMES, 0)
+    per_template: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
+    typed: collections.Counter = collections.Counter()
+    peak, slowest = 0, (0.0, "")
+    for i in range(n):
+        name = rand.choice(sorted(templates))
+        values = [rand.choice(HOSTILE_INTS) if rand.random() < 0.8 else rand.randrange(-(2**63), 2**63)
+                  for _ in range(templates[name][0])]
+        path = folder / f"hostile{i}.onnx"
+        path.write_bytes(onnx_hostile_model(name, values))
+        start = time.perf_counter()
+        try:
+            done = subprocess.run([sys.executable, __file__, "--onnx-child", str(path)], capture_output=True,
+                                  text=True, timeout=ONNX_HANG_SECONDS, env=env)
+            words = done.stdout.split()
+        except subprocess.TimeoutExpired:
+            kind, words = "hang", []
+        else:
+            if len(words) != 2:  # no report: killed by a signal, or an exit before the line
+                kind = "crash"
+                print(f"  ! crash (exit {done.returncode}) {name} {values}: {done.stderr[-200:]}", file=sys.stderr)
+            else:
+                peak = max(peak, int(words[1]))
+                kind = {"success": "success", "memory": "memory > 1 GiB"}.get(
+                    words[0], "typed error" if words[0].startswith("typed:") else "raw exception")
+                if kind == "typed error":
+                    typed[words[0][6:]] += 1
+                if kind in ("raw exception", "memory > 1 GiB"):
+                    print(f"  ! {kind}: {name} {values}: {words[0]}", file=sys.stderr)
+        if kind == "hang":
+            print(f"  ! hang: {name} {values}", file=sys.stderr)
+        took = time.perf_counter() - start
+        slowest = max(slowest, (took, f"{name} {values}"))
+        counts[kind] += 1
+        per_template[name][kind] += 1
+    cols = " | ".join(ONNX_OUTCOMES)
+    lines = [f"| target | inputs tried | {cols} | slowest child | child peak RSS |",
+             "|---|---:|" + "---:|" * len(ONNX_OUTCOMES) + "---|---:|",
+             f"| ONNX bytes with hostile shapes | {n} | " + " | ".join(str(counts[k]) for k in ONNX_OUTCOMES)
+             + f" | {slowest[0]:.1f} s ({slowest[1]}) | {peak / 2**20:.0f} MiB |", "",
+             "Typed errors by class: " + (", ".join(f"{k} {v}" for k, v in typed.most_common()) or "none"), "",
+             f"| template | tried | {cols} |", "|---|---:|" + "---:|" * len(ONNX_OUTCOMES)]
+    for name in sorted(per_template):
+        row = per_template[name]
+        lines.append(f"| {name} | {sum(row.values())} | " + " | ".join(str(row[k]) for k in ONNX_OUTCOMES) + " |")
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mutants", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--ngi", type=int, default=500, help=".ngi mutants, each loaded in a child under a 1 GiB cap")
-    parser.add_argument("--only", choices=["mutants", "memory", "ngi", "selectors"], help="run one part only")
+    parser.add_argument("--onnx", type=int, default=150, help="hostile ONNX models, each in a child under a 1 GiB cap")
+    parser.add_argument("--only", choices=["mutants", "memory", "ngi", "selectors", "onnx"], help="run one part only")
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     parser.add_argument("--ngi-child", nargs=2, help=argparse.SUPPRESS)
+    parser.add_argument("--onnx-child", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.onnx_child:
+        return onnx_child(Path(args.onnx_child))
     if args.child:
         return child(args.child[0], Path(args.child[1]))
     if args.ngi_child:
@@ -553,6 +717,10 @@ def main() -> None:
         if args.only in (None, "ngi"):
             print(f"\n### .ngi files (seed {args.seed}, {args.ngi} mutants; a child process, RLIMIT_AS 1 GiB)\n")
             print("\n".join(ngi_tables(args.ngi, args.seed, Path(tmp))))
+        if args.only in (None, "onnx"):
+            print(f"\n### ONNX bytes with hostile shapes (seed {args.seed}, {args.onnx} models; a fresh child each, "
+                  "RLIMIT_AS 1 GiB)\n")
+            print("\n".join(onnx_hostile_table(args.onnx, args.seed, Path(tmp))))
     return None
 
 

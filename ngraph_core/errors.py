@@ -61,3 +61,12 @@ class DistributedError(NgraphError, RuntimeError):
 
 class DistributedTimeoutError(DistributedError, TimeoutError):
     """A collective did not complete within the timeout: another rank died or hangs."""
+
+
+class MemoryBudgetError(NgraphError, MemoryError):
+    """A tensor or an allocation would take more bytes than the memory budget (``ngraph_core/memory_budget.py``),
+    or the allocation failed for lack of memory."""
+
+
+class IndexRangeError(NgraphError, IndexError):
+    """An index read at run time lies outside its axis (a ``gather`` built with ``out_of_range="raise"``)."""

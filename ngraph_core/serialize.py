@@ -53,6 +53,7 @@ from .ir.codec import HINT, check_keys, check_type, fail
 from .ir.infer import ALL_DTYPES
 from .ir.names import check_name
 from .ir.ops import OP_BY_NAME
+from .memory_budget import budget_message, resolve_max_bytes, tensor_bytes
 from .safe_json import nesting_depth  # noqa: F401  (re-exported: its home was here)
 from .selectors import TAP_ATTR
 
@@ -158,6 +159,16 @@ def _decode_op(i: int, record: Any, built: list[Op], ctx: CodecContext) -> Op:
         raise fail(where, "an op whose sources, axes, dtype and arg fit together", str(exc)) from exc
 
 
+def _check_bytes(op: Op, i: int, max_bytes: int) -> None:
+    """Refuse an op whose value would take more than ``max_bytes`` (a declared size costs nothing to write)."""
+    nbytes = tensor_bytes(op.axes.lengths, op.dtype)
+    if nbytes > max_bytes:
+        expected, received = budget_message(nbytes, max_bytes, f"axes {list(op.axes.lengths)} of {op.dtype}")
+        raise fail(f"op record {i} ({op.op.value})", expected, received,
+                   "hint: is the file damaged? If the size is meant, pass a larger max_bytes to deserialize "
+                   "or set NG_MAX_BYTES")
+
+
 # -- public API -------------------------------------------------------------------------------
 def serialize(ops: Op | Iterable[Op]) -> str:
     """The graph below ``ops`` as versioned JSON text (see the module docstring for the format).
@@ -214,7 +225,7 @@ def _parse(text: str, max_chars: int, max_depth: int) -> Any:
 
 
 def deserialize(text: str, max_chars: int = MAX_CHARS, max_depth: int = MAX_DEPTH,
-                max_ops: int = MAX_OPS) -> list[Op]:
+                max_ops: int = MAX_OPS, max_bytes: int | None = None) -> list[Op]:
     """Rebuild the ops ``serialize`` wrote; return the roots in their original order.
 
     Variables, placeholders and random ops get fresh unique ids, so they are new ops,
@@ -225,13 +236,16 @@ def deserialize(text: str, max_chars: int = MAX_CHARS, max_depth: int = MAX_DEPT
         max_chars: the longest text to read (256 Mi characters).
         max_depth: the deepest nesting of JSON arrays and objects to read (64).
         max_ops: the most op records to decode (one million).
+        max_bytes: the most bytes one op's value may take (its axes' lengths times its dtype's item
+            size), checked as each record is read, before anything is allocated: by default
+            ``NG_MAX_BYTES`` or 1 GiB (``ngraph_core/memory_budget.py``).
 
     Returns:
         the roots, in order.
 
     Raises:
         SerializationError: malformed or truncated JSON, text longer, deeper or with more
-            ops than the limits, a missing or newer ``format_version``, missing or unexpected
+            ops than the limits, an op over ``max_bytes``, a missing or newer ``format_version``, missing or unexpected
             keys, wrong types, an unknown op, a ``src`` id that is not an earlier op, or ops
             that fail verification.
 
@@ -250,8 +264,10 @@ def deserialize(text: str, max_chars: int = MAX_CHARS, max_depth: int = MAX_DEPT
     _check_limit("max_ops", len(records), max_ops, "op records")
     built: list[Op] = []
     ctx = CodecContext(built=built)
+    budget = resolve_max_bytes(max_bytes, "deserialize: max_bytes")
     for i, record in enumerate(records):
         built.append(_decode_op(i, record, built, ctx))
+        _check_bytes(built[-1], i, budget)
     root_ids = check_type(doc["roots"], list, "graph document", "a roots list of op ids")
     if not all(type(r) is int and 0 <= r < len(built) for r in root_ids):
         raise fail("graph document", f"root ids of ops (0 <= id < {len(built)})", root_ids)

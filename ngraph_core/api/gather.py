@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import AxesError
+from ..errors import AxesError, NgraphError
 from ..ir import Axis, Op, OpType, make
+from ..ir.indexing import LookupArg
 from .tensors import AxesLike, as_op, make_axes
 
 
@@ -20,18 +21,23 @@ def _axis_name(axis: Axis | str, where: str) -> str:
     )
 
 
-def gather(table: Any, ids: Any, axis: Axis | str) -> Op:
+def gather(table: Any, ids: Any, axis: Axis | str, out_of_range: str = "zero") -> Op:
     """Rows of ``table`` along ``axis`` picked by integer ``ids``: ``table[..., ids, ...]`` with named axes.
 
-    The result has the table's other axes, in order, followed by the ids' axes. An id
-    outside ``[0, axis.length)`` gives a zero row (a graph cannot raise at run time). The
-    cost is O(ids x row), where ``dot(table, one_hot(ids, axis))`` costs O(ids x row x length).
-    The gradient flows to ``table`` (a ``scatter_add`` of the upstream gradient), none to ``ids``.
+    The result has the table's other axes, in order, followed by the ids' axes. By default
+    (``out_of_range="zero"``, neon's ``LookupTable``) an id outside ``[0, axis.length)`` gives a
+    zero row, what ``one_hot`` followed by ``dot`` gives. With ``out_of_range="raise"`` (ONNX
+    ``Gather``, ``np.take``) ids lie in ``[-length, length)``, negative ones counting from the end,
+    and any other id raises ``IndexRangeError`` when the graph runs, naming the op, the id and the
+    range (one check over the ids per call). The cost is O(ids x row), where
+    ``dot(table, one_hot(ids, axis))`` costs O(ids x row x length). The gradient flows to ``table``
+    (a ``scatter_add`` of the upstream gradient), none to ``ids``.
 
     Args:
         table: the op to read rows from; it has ``axis``.
         ids: an integer op with any axes whose names differ from the table's other axes.
         axis: the table axis the ids index (an ``Axis`` or its name).
+        out_of_range: ``"zero"`` (zero rows) or ``"raise"`` (``IndexRangeError`` at run time).
 
     Returns:
         An op with axes ``table.axes - [axis] + ids.axes`` and the table's dtype.
@@ -39,6 +45,7 @@ def gather(table: Any, ids: Any, axis: Axis | str) -> Op:
     Raises:
         AxesError: the table has no such axis, or the ids share an axis name with the table's other axes.
         DTypeError: the ids are not integers (bool and floats included).
+        NgraphError: an ``out_of_range`` other than ``"zero"`` or ``"raise"``.
 
     Example:
         >>> W = ng.variable([E, V], initial_value=0.1)  # an embedding table
@@ -46,7 +53,11 @@ def gather(table: Any, ids: Any, axis: Axis | str) -> Op:
         >>> vectors = ng.gather(W, ids, V)  # [E, REC, N]
     """
     table, ids = as_op(table, where="gather"), as_op(ids, where="gather")
-    return make(OpType.GATHER, [table, ids], arg=_axis_name(axis, "gather"))
+    name = _axis_name(axis, "gather")
+    if out_of_range not in ("zero", "raise"):
+        raise NgraphError(f"gather: expected out_of_range 'zero' or 'raise', received {out_of_range!r}; hint: 'raise' "
+                          "makes ids outside the axis an IndexRangeError when the graph runs")
+    return make(OpType.GATHER, [table, ids], arg=name if out_of_range == "zero" else LookupArg(name))
 
 
 def scatter_add(updates: Any, ids: Any, axes: AxesLike, axis: Axis | str) -> Op:

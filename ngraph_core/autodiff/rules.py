@@ -18,6 +18,7 @@ from ..api.custom import registered_gradient
 from ..errors import NgraphError, UnsupportedOpError
 from ..ir import Op, OpType, is_float, make, substitute
 from ..ir.conv import activation_roles
+from ..ir.indexing import LookupArg, lookup_name
 from ..ir.infer import MOMENTS_AXIS
 from .scan import scan_grad, scan_result_grad
 
@@ -40,6 +41,16 @@ def _maxmin_grad(ctx: Op, op: Op) -> Grads:
     # ties share the gradient equally
     count = ng.broadcast(ng.sum(mask, out_axes=op.axes), x.axes)
     return (ng.broadcast(ctx, x.axes) * mask / count,)
+
+
+def _gather_grad(ctx: Op, op: Op) -> Op:
+    """The table's gradient: the upstream rows added at the ids (a ``raise`` gather's negative ids count
+    from the end, and scatter_add drops negative ids: they are wrapped first)."""
+    table, ids = op.src
+    name = lookup_name(op.arg)
+    if isinstance(op.arg, LookupArg):
+        ids = ng.where(ng.cast(ng.less(ids, 0), "bool"), ids + table.axes.find(name).length, ids)
+    return ng.scatter_add(ctx, ids, table.axes, name)
 
 
 def _slice_grad(ctx: Op, op: Op) -> Grads:
@@ -259,7 +270,7 @@ RULES: dict[OpType, Rule] = {
     OpType.PAD: _pad_grad,
     OpType.CONCAT: _concat_grad,
     # gather and scatter_add are each other's adjoints (linear in the table/updates); ids get none
-    OpType.GATHER: lambda ctx, op: (ng.scatter_add(ctx, op.src[1], op.src[0].axes, op.arg), None),
+    OpType.GATHER: lambda ctx, op: (_gather_grad(ctx, op), None),
     OpType.SCATTER_ADD: lambda ctx, op: (ng.gather(ctx, op.src[1], op.arg), None),
     # positional indexing: a cumsum's adjoint runs the other way; a gather's is a scatter-add into zeros
     OpType.CUMSUM: lambda ctx, op: (make(OpType.CUMSUM, [ctx], arg=replace(op.arg, reverse=not op.arg.reverse)),),

@@ -33,7 +33,7 @@ from .conv import ConvArg, PoolArg
 from .ctc import CTCArg
 from .fused import FusedProgram
 from .graph import CallArg
-from .indexing import CumArg, ElementsArg, NdArg, TopKArg
+from .indexing import CumArg, ElementsArg, LookupArg, NdArg, TopKArg
 from .logical import InfFlags, ShiftDirection
 from .names import check_name
 from .node import ArrayValue, Op, RandomInfo, VariableInfo, next_uid
@@ -163,6 +163,27 @@ class LookupAxis(_Name):
     expected = "the name (str) of the table axis the ids index"
 
 
+class GatherLookup:
+    """A gather's ``arg``: the table axis's name (ids out of range read zero rows; JSON: the string), or a
+    ``LookupArg`` (they raise; JSON: ``{"axis": name, "out_of_range": "raise"}``)."""
+
+    @staticmethod
+    def check(op: Op) -> str | None:
+        return LookupAxis.check(op) if isinstance(op.arg, str) else LookupArg.check(op)
+
+    @staticmethod
+    def to_json(op: Op, ctx: CodecContext) -> str | dict:
+        return LookupAxis.to_json(op, ctx) if isinstance(op.arg, str) else LookupArg.to_json(op, ctx)
+
+    @staticmethod
+    def from_json(data: Any, ctx: CodecContext, where: str) -> str | LookupArg:
+        if not isinstance(data, dict):
+            return LookupAxis.from_json(data, ctx, where)
+        arg = LookupArg.from_json(data, ctx, where)
+        check_name(arg.axis, f"{where}: arg axis", SerializationError)
+        return arg
+
+
 class GradientKey(_Name):
     """A custom_gradient's ``arg``: the registry key of its ``ng.custom_gradient`` function; JSON: the string."""
 
@@ -227,7 +248,7 @@ ARG_TYPES: dict[OpType, type] = {
     OpType.SLICE: SliceIndices,
     OpType.PAD: PadWidths,
     OpType.CONCAT: AxisName,
-    OpType.GATHER: LookupAxis,
+    OpType.GATHER: GatherLookup,  # the axis name, or LookupArg (ids out of range raise)
     OpType.SCATTER_ADD: LookupAxis,
     OpType.ISINF: InfFlags,  # which infinities count
     OpType.BIT_SHIFT: ShiftDirection,  # "left" | "right"

@@ -112,6 +112,29 @@ class ElementsArg(_Record):
 
 
 @dataclass(frozen=True, repr=False)
+class LookupArg(_Record):
+    """``arg`` of a ``gather`` whose out-of-range ids raise (``ng.gather(..., out_of_range="raise")``, ONNX Gather).
+
+    Ids lie in ``[-length, length)`` of the table axis ``axis``, negative ones counting from the end
+    (``np.take``); any other id raises ``IndexRangeError`` when the graph runs. A gather that reads
+    zero rows for such ids (the default, neon's ``LookupTable``) has the axis name alone as its arg,
+    so the two never hash-cons into one op.
+    """
+
+    axis: str
+    out_of_range: str = "raise"
+
+    def problem(self) -> str | None:
+        return None if self.out_of_range == "raise" else (
+            "out_of_range 'raise' (a gather that reads zero rows has the axis name alone as its arg)")
+
+
+def lookup_name(arg: Any) -> str:
+    """The table axis's name in a ``gather``'s arg (the name itself, or a ``LookupArg``'s ``axis``)."""
+    return arg.axis if isinstance(arg, LookupArg) else arg
+
+
+@dataclass(frozen=True, repr=False)
 class NdArg(_Record):
     """``arg`` of ``gather_nd`` (reduction ``"none"``) and ``scatter_nd``: leading batch axes and reduction."""
 

@@ -27,6 +27,7 @@ from .indexing import (
     infer_scatter_elements,
     infer_scatter_nd,
     infer_topk,
+    lookup_name,
 )
 from .logical import infer_bitwise, infer_float_test, infer_logical
 from .node import Op
@@ -283,7 +284,7 @@ def lookup_axes(table: Axes, name: Any, ids: Op, what: str) -> Axes:
 
 def _gather(src, arg, axes, dtype):
     table, ids = src
-    return lookup_axes(table.axes, arg, ids, "gather"), table.dtype
+    return lookup_axes(table.axes, lookup_name(arg), ids, "gather"), table.dtype
 
 
 def _scatter_add(src, arg, axes, dtype):

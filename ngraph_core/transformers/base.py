@@ -17,7 +17,15 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import AxesError, BackendUnavailableError, DTypeError, FeedError, NgraphError, UnsupportedOpError
+from ..errors import (
+    AxesError,
+    BackendUnavailableError,
+    DTypeError,
+    FeedError,
+    MemoryBudgetError,
+    NgraphError,
+    UnsupportedOpError,
+)
 from ..ir import (
     Graph,
     Op,
@@ -33,6 +41,14 @@ from ..ir import (
 )
 from ..ir import subgraphs as subgraphs_of
 from ..ir.names import printable
+from ..memory_budget import (
+    check_bytes,
+    format_bytes,
+    physical_memory,
+    resolve_max_bytes,
+    tensor_bytes,
+    typed_out_of_memory,
+)
 from ..passes import CompiledGraph, MemoryPlan, MemoryReport, compile_graph
 from ..pattern import PatternMatcher
 from ..selectors import TAP_ATTR, tap_value
@@ -79,6 +95,7 @@ class Computation:
         self.graph: CompiledGraph = compile_graph(results, transformer.optimize, transformer.extra_rules,
                                                   transformer.dtype_of, backend=transformer.name, mode=self.mode,
                                                   kernels=KERNELS, kernel_context=KernelContext)
+        transformer.check_memory(self.graph)
         self.workspace = Workspace(transformer.xp)
         self.source, self._fn = transformer._build(self.graph, self.placeholders, self.workspace, self.on_device,
                                                    self.into)
@@ -127,7 +144,13 @@ class Computation:
                 f"computation: expected {len(self.placeholders)} input(s) ({names}), received {len(values)}; "
                 "hint: pass one array per placeholder, in the order given to t.computation"
             )
-        out = self._fn(*values)
+        try:  # inline, not typed_out_of_memory: a with block costs a fraction of a microsecond every call
+            out = self._fn(*values)
+        except MemoryError as exc:  # a kernel's allocation failed: the machine (or a ulimit) has no room
+            if isinstance(exc, MemoryBudgetError):
+                raise
+            raise MemoryBudgetError(f"computation: out of memory while running ({exc}); hint: a smaller batch, "
+                                    "or more memory") from None
         return out[0] if self.single else out
 
     @property
@@ -173,6 +196,10 @@ class Transformer:
             them); the generated source is the same, only the kernels bound to it are wrapped.
         communicator: the ``ng.distributed`` communicator that collective ops (allreduce,
             broadcast) run on; None: ``ng.distributed.current()`` when a computation is compiled.
+        max_bytes: the most bytes one tensor (a variable, a temporary, a result) may take; a computation
+            with a larger one is refused when compiled (``MemoryBudgetError``), before anything is
+            allocated. None: ``NG_MAX_BYTES``, else 1 GiB (``ngraph_core/memory_budget.py``). The arena
+            and the new variables together may not exceed the machine's memory (or ``max_bytes``, if larger).
     """
 
     name = "base"
@@ -186,9 +213,10 @@ class Transformer:
 
     def __init__(self, float_dtype: str = "float32", seed: int | None = 0, optimize: bool = True,
                  extra_rules: Any = None, profile: bool = False, communicator: Any = None,
-                 **options: Any) -> None:
+                 max_bytes: int | None = None, **options: Any) -> None:
         if options:
             raise NgraphError(f"{self.name} transformer: unknown option(s) {sorted(options)}")
+        self.max_bytes = resolve_max_bytes(max_bytes, f"{self.name} transformer: max_bytes")
         if float_dtype not in ("float32", "float64"):
             raise DTypeError(
                 f"{self.name} transformer: float_dtype must be float32 or float64, received {float_dtype!r}"
@@ -377,6 +405,29 @@ class Transformer:
             raise NgraphError(f"set_random_state: stream {key!r}: the saved state does not fit this generator: {exc}; "
                               "hint: restore states saved by the same backend") from None
 
+    # -- memory ----------------------------------------------------------------------------------
+    def check_memory(self, graph: CompiledGraph) -> None:
+        """Refuse ``graph`` before anything is allocated when one of its values would take more than
+        ``max_bytes``, or its arena and new variables more than the machine's memory.
+
+        Raises:
+            MemoryBudgetError: naming the op, its shape and dtype, and the budget.
+        """
+        fresh = 0
+        for op in graph.order:
+            nbytes = tensor_bytes(op.axes.lengths, self.dtype_of(op))
+            check_bytes(nbytes, self.max_bytes, f"{self.name} transformer: {op.op.value} {op.name!r}",
+                        f"shape {op.axes.lengths} of {self.dtype_of(op)}", hint=_BUDGET_HINT)
+            if op.op is OpType.VARIABLE and op not in self._storage:
+                fresh += nbytes
+        limit, total = max(physical_memory() or 0, self.max_bytes), graph.memory.arena_bytes + fresh
+        if total > limit:
+            raise MemoryBudgetError(
+                f"{self.name} transformer: the computation's arena and new variables: expected at most "
+                f"{format_bytes(limit)} (the machine's memory, or max_bytes if larger), received {format_bytes(total)} "
+                f"(arena {format_bytes(graph.memory.arena_bytes)}, variables {format_bytes(fresh)}); hint: a smaller "
+                "batch, or fewer or smaller variables")
+
     # -- variables ----------------------------------------------------------------------------
     def _variable(self, var: Op) -> Any:
         if var.op is not OpType.VARIABLE:
@@ -388,6 +439,13 @@ class Transformer:
 
     def _initial_value(self, var: Op) -> Any:
         xp, dtype, shape = self.xp, self.dtype_of(var), var.axes.lengths
+        check_bytes(tensor_bytes(shape, dtype), self.max_bytes, f"{self.name} transformer: variable {var.name!r}",
+                    f"shape {shape} of {dtype}", hint=_BUDGET_HINT)
+        with typed_out_of_memory(f"{self.name} transformer: variable {var.name!r}: allocating "
+                                 f"{format_bytes(tensor_bytes(shape, dtype))}"):
+            return self._allocate_initial_value(var, xp, dtype, shape)
+
+    def _allocate_initial_value(self, var: Op, xp: Any, dtype: str, shape: tuple[int, ...]) -> Any:
         init = var.arg.initial_value
         value = init(var.axes) if callable(init) else init
         array = np.asarray(self.to_numpy(value) if not isinstance(value, (int, float)) else value)
@@ -459,7 +517,9 @@ class Transformer:
         env: dict[str, Any] = {}
         plan, xp = graph.memory, self.xp
         position = {op: i for i, op in enumerate(graph.order)}
-        arena = xp.empty(max(plan.arena_bytes, 1), dtype=xp.uint8)
+        with typed_out_of_memory(f"{self.name} transformer: allocating the computation's arena of "
+                                 f"{format_bytes(plan.arena_bytes)}", "hint: a smaller batch, or more memory"):
+            arena = xp.empty(max(plan.arena_bytes, 1), dtype=xp.uint8)
         for i, op in enumerate(graph.order):
             if not owns_buffer(op):
                 continue
@@ -586,6 +646,8 @@ class Transformer:
         return source, fn
 
 
+_BUDGET_HINT = ("hint: if the size is meant, raise the budget: make_transformer(max_bytes=...) or NG_MAX_BYTES in "
+                "the environment (e.g. NG_MAX_BYTES=4GiB)")
 _INLINE_VIEWS = frozenset({OpType.CAST_AXES, OpType.SLICE})  # written as expressions in the plan
 
 # kernels that write a strided ``out`` correctly (one ufunc or copy into it); the others may

@@ -485,3 +485,57 @@ def test_verify_reports_bad_args_as_verify_error(kind: OpType, arg: object) -> N
     x = _x()
     with pytest.raises(ng.VerifyError):
         ng.verify(Op(kind, [x, x] if kind is OpType.CONCAT else [x], x.axes, x.dtype, arg))
+
+
+# -- declared sizes: a few characters may declare terabytes (issue 19 item 6) ------------------------------------------
+
+
+def variable_document(length: int, dtype: str = "float32") -> str:
+    """A document of one variable of ``length`` elements, ~250 characters (issue 19: 2**28 took 2 GiB at compile,
+    2**40 raised a raw MemoryError)."""
+    return ('{"format_version": 1, "ops": [\n{"arg": {"id": 0, "initial_value": {"float": 0.0}}, "axes": [["a", '
+            f'{length}]], "dtype": "{dtype}", "meta": {{"labels": ["trainable", "variable"], "name": "v", '
+            '"scope": []}, "op": "variable", "src": []}\n], "roots": [0]}\n')
+
+
+@pytest.mark.parametrize("length, dtype, size", [(2**40, "float32", "4.0 TiB"), (2**29, "float32", "2.0 GiB"),
+                                                 (2**28, "float64", "2.0 GiB"), (2**62, "uint8", "4.0 EiB")])
+def test_a_declared_size_over_the_budget_is_refused_before_allocating(length: int, dtype: str, size: str) -> None:
+    text = variable_document(length, dtype)
+    assert len(text) < 260
+    with pytest.raises(SerializationError, match=rf"op record 0 \(variable\): expected at most 1\.0 GiB "
+                                                 rf"\(max_bytes=1,073,741,824\), received '{size} \([\d,]+ bytes, "
+                                                 rf"axes \[{length}\] of {dtype}\)'; hint: .*max_bytes.*NG_MAX_BYTES"):
+        ng.deserialize(text)
+
+
+def test_the_decode_budget_is_a_keyword_or_an_environment_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    text = variable_document(2**28)  # exactly 1 GiB: within the default budget, refused under a smaller one
+    (v,) = ng.deserialize(text)
+    assert v.axes.lengths == (2**28,)
+    with pytest.raises(SerializationError, match=r"expected at most 1\.0 MiB \(max_bytes=1,048,576\)"):
+        ng.deserialize(text, max_bytes=1 << 20)
+    monkeypatch.setenv("NG_MAX_BYTES", "1MiB")
+    with pytest.raises(SerializationError, match=r"max_bytes=1,048,576"):
+        ng.deserialize(text)
+    assert ng.deserialize(text, max_bytes=1 << 30)[0].axes.lengths == (2**28,)  # the keyword wins
+
+
+def test_an_empty_tensor_with_a_huge_axis_is_refused() -> None:
+    """NumPy cannot describe np.empty((2**62, 0)): an empty axis is charged as length 1."""
+    x = ng.placeholder([ng.make_axis(2**62, "A"), ng.make_axis(0, "Z")], name="x")
+    with pytest.raises(SerializationError, match=r"op record 0 \(placeholder\): expected at most 1\.0 GiB"):
+        ng.deserialize(ng.serialize(x))
+
+
+def test_a_raise_gather_round_trips_with_its_mode() -> None:
+    table, ids = _x("table", (C, ng.make_axis(5, "V"))), ng.placeholder([N], dtype="int64", name="ids")
+    strict = ng.gather(table, ids, "V", out_of_range="raise")
+    text = ng.serialize([strict, table, ids])
+    assert '"arg": {"axis": "V", "out_of_range": "raise"}' in text
+    loaded, _, _ = ng.deserialize(text)
+    assert loaded.arg == strict.arg and ng.serialize(ng.deserialize(text)) == text
+    for bad in ('{"axis": "V", "out_of_range": "zero"}', '{"axis": "V", "out_of_range": "clip"}', '{"axis": 3}',
+                '{"axis": "V\\u0000", "out_of_range": "raise"}'):
+        with pytest.raises(SerializationError, match=r"op record \d \(gather\): (arg axis: )?expected"):
+            ng.deserialize(text.replace('{"axis": "V", "out_of_range": "raise"}', bad))

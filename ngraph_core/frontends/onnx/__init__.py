@@ -32,14 +32,15 @@ from . import (  # noqa: F401, E501 - importing registers the converters
     ops_signal,
 )
 from .backend import NgraphBackend, NgraphBackendRep
-from .errors import OnnxError, OnnxLoadError, UnsupportedOnnxOpError
+from .errors import OnnxBudgetError, OnnxError, OnnxIndexError, OnnxLoadError, UnsupportedOnnxOpError
 from .export import ExportError, ExportWarning, export
 from .importer import ImportedModel, build_model, import_model, load_model
 from .registry import converter, supported_ops
 
 __all__ = [
     "import_model", "build_model", "load_model", "ImportedModel", "NgraphBackend", "NgraphBackendRep",
-    "OnnxError", "OnnxLoadError", "UnsupportedOnnxOpError", "converter", "supported_ops", "backend",
+    "OnnxError", "OnnxLoadError", "OnnxBudgetError", "OnnxIndexError",
+    "UnsupportedOnnxOpError", "converter", "supported_ops", "backend",
     "export", "ExportError", "ExportWarning",
 ]
 

@@ -11,18 +11,24 @@
 * ``fold``: after a node whose inputs were all static, its outputs are evaluated too, so
   shape arithmetic never reaches the compiled graph.
 * ``dtype(onnx_type)``: ONNX element types -> ngraph dtypes (unsupported ones raise).
+* a memory budget (``ImportBudget``, ``max_bytes`` of ``import_model``; default ``NG_MAX_BYTES`` or
+  1 GiB, see ``ngraph_core/memory_budget.py``): no value of the graph may take more, and the
+  constants computed at import time (folded values, ``ConstantOfShape``, ``Range``...), with
+  the graph constants copied from them, may not take more in total; each is checked before it
+  is allocated (``OnnxBudgetError``). The initializers are not counted: the file holds them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from ...ir import Op, OpType, toposort
-from .errors import OnnxError, UnsupportedOnnxOpError
+from ...memory_budget import budget_message, check_bytes, resolve_max_bytes, tensor_bytes
+from .errors import OnnxBudgetError, OnnxError, UnsupportedOnnxOpError
 from .tensor import Positional, Value
 
 # ONNX TensorProto element types -> ngraph dtypes (the ones ngraph computes in)
@@ -33,23 +39,78 @@ ONNX_TYPE_NAMES = {0: "UNDEFINED", 1: "FLOAT", 2: "UINT8", 3: "INT8", 4: "UINT16
                    14: "COMPLEX64", 15: "COMPLEX128", 16: "BFLOAT16", 17: "FLOAT8E4M3FN", 18: "FLOAT8E4M3FNUZ",
                    19: "FLOAT8E5M2", 20: "FLOAT8E5M2FNUZ", 21: "UINT4", 22: "INT4", 23: "FLOAT4E2M1"}
 _REQUIRED = object()
-MAX_ELEMENTS = 2**31  # the most elements one imported tensor may hold (8 GiB of float32): a damaged or hostile
-                      # model declaring a terabyte tensor fails at import, before anything is allocated
+_BUDGET_HINT = ("hint: is the model damaged? If the size is meant, raise the budget: import_model(..., "
+                "max_bytes=...) or NG_MAX_BYTES in the environment (e.g. NG_MAX_BYTES=4GiB)")
 
 
-def check_elements(shape: Sequence[int], what: str) -> None:
-    """Raise ``OnnxError`` naming ``what`` when a tensor of ``shape`` would hold over ``MAX_ELEMENTS`` elements.
+def check_elements(shape: Sequence[int], what: str, limit: int) -> None:
+    """Raise ``OnnxBudgetError`` naming ``what`` when a tensor of ``shape`` would hold over ``limit`` elements.
+
+    Axes are made before their dtype is known, so this is the coarse check (an element takes at
+    least one byte: ``limit`` is the budget in bytes); ``ImportBudget.check_tensor`` is the exact one.
 
     Example:
-        >>> check_elements((2**20, 2**20), "ConstantOfShape node 'c'")   # OnnxError: ... over the limit
+        >>> check_elements((2**20, 2**20), "Expand node 'e'", 1 << 30)   # OnnxBudgetError: ... over the limit
     """
     count = 1
     for n in shape:
         count *= int(n)  # Python ints: no overflow
-    if count > MAX_ELEMENTS:
-        raise OnnxError(f"{what}: a tensor of shape {tuple(int(n) for n in shape)} would hold {count:,} elements, over "
-                        f"the limit of {MAX_ELEMENTS:,}; hint: is the model damaged? (MAX_ELEMENTS in "
-                        "ngraph_core/frontends/onnx/context.py)")
+    if count > limit:
+        raise OnnxBudgetError(f"{what}: a tensor of shape {tuple(int(n) for n in shape)} would hold {count:,} "
+                              f"elements, over the limit of {limit:,} (max_bytes); {_BUDGET_HINT}")
+
+
+class ImportBudget:
+    """The memory budget of one import (shared by its sub-graphs' contexts).
+
+    Args:
+        max_bytes: the most bytes one value may take, and the constants computed at import time
+            in total; None: ``NG_MAX_BYTES``, else 1 GiB.
+
+    Attributes:
+        used: the bytes of the constants computed so far (and of the graph constants copied from them).
+
+    Example:
+        >>> budget = ImportBudget(1 << 20)
+        >>> budget.check_constants([((2**28,), "float32")], "ConstantOfShape node 'c'")   # OnnxBudgetError
+    """
+
+    def __init__(self, max_bytes: int | None = None) -> None:
+        self.max_bytes = resolve_max_bytes(max_bytes, "import_model: max_bytes")
+        self.used = 0
+        self._computed: dict[int, np.ndarray] = {}  # id -> array (held: ids stay unique while the import runs)
+        self._copied: set[int] = set()
+
+    def check_tensor(self, shape: Sequence[int], dtype: Any, what: str) -> None:
+        """Refuse a value of the graph (``OnnxBudgetError`` naming ``what``) that would take over ``max_bytes``."""
+        check_bytes(tensor_bytes(shape, dtype), self.max_bytes, what,
+                    f"shape {tuple(int(n) for n in shape)} of {np.dtype(dtype).name}", OnnxBudgetError, _BUDGET_HINT)
+
+    def check_constants(self, values: Iterable[tuple[Sequence[int], Any]], what: str) -> int:
+        """Refuse, before they are computed, constants (``(shape, dtype)`` pairs) that would take one value or
+        the import's constants over ``max_bytes``; return their bytes."""
+        total = 0
+        for shape, dtype in values:
+            self.check_tensor(shape, dtype, what)
+            total += tensor_bytes(shape, dtype)
+        if self.used + total > self.max_bytes:
+            expected, received = budget_message(self.used + total, self.max_bytes,
+                                                f"{total:,} for this one after {self.used:,} for earlier ones")
+            raise OnnxBudgetError(f"{what}: expected the constants computed at import time to take {expected}, "
+                                  f"received {received}; {_BUDGET_HINT}")
+        return total
+
+    def charge(self, arrays: Sequence[np.ndarray], what: str) -> None:
+        """Count constants just computed (checked as ``check_constants`` does; a converter checks before it
+        allocates a large one)."""
+        self.used += self.check_constants([(a.shape, a.dtype) for a in arrays], what)
+        self._computed.update((id(a), a) for a in arrays)
+
+    def charge_copy(self, array: np.ndarray, dtype: Any, what: str) -> None:
+        """Count, before it is made, the graph constant copied from a constant computed at import time (once)."""
+        if id(array) in self._computed and id(array) not in self._copied:
+            self.used += self.check_constants([(array.shape, dtype or array.dtype)], what)
+            self._copied.add(id(array))
 
 
 class NeedStatic(OnnxError):
@@ -148,10 +209,12 @@ class ImportContext(Positional):
     Args:
         opsets: domain -> opset version of the model.
         evaluate: run constant-only ops now (``fold``); False keeps them as graph ops.
+        budget: the import's memory budget (a sub-graph's context shares its parent's).
     """
 
-    def __init__(self, opsets: dict[str, int], evaluate: bool = True) -> None:
+    def __init__(self, opsets: dict[str, int], evaluate: bool = True, budget: ImportBudget | None = None) -> None:
         super().__init__()
+        self.budget = budget if budget is not None else ImportBudget()
         self.opsets = dict(opsets)
         self.values: dict[str, Value | None] = {"": None}
         self.input_names: dict[Op, str] = {}  # placeholder -> graph input name
@@ -162,9 +225,26 @@ class ImportContext(Positional):
         self.node: Node | None = None  # the node being converted (errors name it)
 
     def fresh(self, shape: Sequence[int]) -> Any:
-        """``Positional.fresh``, refusing a tensor over ``MAX_ELEMENTS`` elements (``OnnxError`` naming the node)."""
-        check_elements(shape, self._where())
+        """``Positional.fresh``, refusing a tensor of more elements than the budget has bytes (naming the node)."""
+        check_elements(shape, self._where(), self.budget.max_bytes)
         return super().fresh(shape)
+
+    def as_op(self, v: Value, dtype: str | None = None, what: str | None = None) -> Op:
+        """``Positional.as_op``; the constant copied from an array computed at import time counts against the budget
+        (``what`` names the value in that error; default: the node)."""
+        if isinstance(v, np.ndarray):
+            self.budget.charge_copy(v, dtype, f"{what or self._where()}: the graph constant of a value computed at "
+                                              "import time")
+        return super().as_op(v, dtype)
+
+    def check_tensor(self, shape: Sequence[int], dtype: Any, what: str | None = None) -> None:
+        """Refuse a value of over ``max_bytes`` (``OnnxBudgetError`` naming ``what``, by default the node)."""
+        self.budget.check_tensor(shape, dtype, what or self._where())
+
+    def check_constant(self, shape: Sequence[int], dtype: Any, what: str | None = None) -> None:
+        """Refuse, before it is allocated, a constant that would take the import's constants over ``max_bytes``
+        (converters that compute a value with NumPy call it first: ``ConstantOfShape``, ``Range``...)."""
+        self.budget.check_constants([(shape, dtype)], what or self._where())
 
     # -- dtypes -----------------------------------------------------------------------------------------
     @staticmethod
@@ -219,11 +299,15 @@ class ImportContext(Positional):
         """The values of constant-only ``ops`` now, computed by a NumPy transformer."""
         from ...transformers import make_transformer
 
+        budget = self.budget
+        budget.check_constants([(o.axes.lengths, o.dtype) for o in ops], self._where())  # before computing any
         if self._transformer is None:
-            self._transformer = make_transformer("numpy")
+            self._transformer = make_transformer("numpy", max_bytes=budget.max_bytes)
         results = self._transformer.computation(list(ops))()
         results = list(results) if isinstance(results, tuple) else [results]  # a list of one may give a 1-tuple
-        return [np.asarray(r, dtype=o.dtype) for r, o in zip(results, ops)]
+        arrays = [np.asarray(r, dtype=o.dtype) for r, o in zip(results, ops)]
+        budget.charge(arrays, self._where())
+        return arrays
 
     def fold(self, inputs: Sequence[Value | None], outputs: list[Value]) -> list[Value]:
         """The outputs evaluated now when every input was static (and folding is on)."""

@@ -7,7 +7,7 @@ the node so callers (the backend test runner, ``ngraph convert``) can report the
 
 from __future__ import annotations
 
-from ...errors import NgraphError, UnsupportedOpError
+from ...errors import IndexRangeError, MemoryBudgetError, NgraphError, UnsupportedOpError
 
 
 class OnnxError(NgraphError, ValueError):
@@ -16,6 +16,15 @@ class OnnxError(NgraphError, ValueError):
 
 class OnnxLoadError(OnnxError):
     """The bytes or file given are not a readable ONNX model (corrupt, truncated, empty, not protobuf)."""
+
+
+class OnnxBudgetError(OnnxError, MemoryBudgetError):
+    """A model whose values, or whose constants computed at import time, would take more bytes than the
+    import's budget (``import_model(..., max_bytes=...)``; ``ngraph_core/memory_budget.py``)."""
+
+
+class OnnxIndexError(OnnxError, IndexRangeError):
+    """An index known at import time (a ``Gather``'s static indices) lies outside the axis it indexes."""
 
 
 class UnsupportedOnnxOpError(UnsupportedOpError):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...ir import Axes, Op, OpType
+from ...ir.indexing import LookupArg, lookup_name
 from ...ir.ops import OP_BY_NAME
 from .export_context import Converter, Emitter, Value
 
@@ -109,18 +110,21 @@ def _concat(em: Emitter, op: Op) -> str:
 
 
 def _gather(em: Emitter, op: Op) -> str:
-    """Gather along the arg's axis, ids out of range reading zero rows; Transpose to [table's rest, ids]."""
+    """Gather along the arg's axis, ids out of range reading zero rows (a ``raise`` gather: ONNX Gather's own
+    range check); Transpose to [table's rest, ids]."""
     table, ids = op.src
-    k, rank_ids = table.axes.index(op.arg), len(ids.axes)
+    k, rank_ids = table.axes.index(lookup_name(op.arg)), len(ids.axes)
+    after = len(table.axes) - k - 1
+    order = list(range(k)) + list(range(k + rank_ids, k + rank_ids + after)) + list(range(k, k + rank_ids))
+    if isinstance(op.arg, LookupArg):
+        return em.transpose(em.node("Gather", [em.full(table), em.full(ids, "int64")], axis=k), order)
     i = em.full(ids, "int64")
     valid = em.node("And", [em.node("GreaterOrEqual", [i, em.scalar(0, "int64")]),
                             em.node("Less", [i, em.scalar(table.axes[k].length, "int64")])])
     rows = em.node("Gather", [em.full(table), em.node("Where", [valid, i, em.scalar(0, "int64")])], axis=k)
-    after = len(table.axes) - k - 1
     mask = em.unsqueeze(valid, list(range(k)) + list(range(k + rank_ids, k + rank_ids + after)))
     rows = em.node("Where", [mask, rows, em.scalar(0, op.dtype)])  # ids out of range read zeros
-    return em.transpose(rows, list(range(k)) + list(range(k + rank_ids, k + rank_ids + after))
-                        + list(range(k, k + rank_ids)))
+    return em.transpose(rows, order)
 
 
 def _cumsum(em: Emitter, op: Op) -> str:

@@ -34,10 +34,10 @@ from ... import api as ng
 from ...errors import NgraphError
 from ...ir import Axes, Axis, Op, name_scope, toposort
 from ...ir.names import MAX_NAME_LENGTH
-from .context import ImportContext, NeedStatic, Node, check_elements, parse_attribute, tensor_to_array
-from .errors import OnnxError, OnnxLoadError, UnsupportedOnnxOpError
+from .context import ImportBudget, ImportContext, NeedStatic, Node, check_elements, parse_attribute, tensor_to_array
+from .errors import OnnxBudgetError, OnnxError, OnnxLoadError, UnsupportedOnnxOpError
 from .registry import lookup
-from .tensor import Value
+from .tensor import Value, dtype_of, shape_of
 
 INITIALIZER_MODES = ("variables", "constants")
 
@@ -131,6 +131,7 @@ class ImportedModel:
         values: every ONNX value name -> its op (or static array).
         dims: each dynamic dim's name -> the length it was given.
         opset: the default domain's opset.
+        max_bytes: the import's memory budget, also the budget of the transformer ``computation`` makes.
 
     Example:
         >>> m = import_model(path)
@@ -138,8 +139,10 @@ class ImportedModel:
     """
 
     def __init__(self, inputs: list[Op], input_names: list[str], outputs: list[Op], output_names: list[str],
-                 values: dict[str, Value], dims: dict[str, int], opset: int, proto: Any) -> None:
+                 values: dict[str, Value], dims: dict[str, int], opset: int, proto: Any,
+                 max_bytes: int | None = None) -> None:
         self.inputs, self.input_names = inputs, input_names
+        self.max_bytes = max_bytes
         self.outputs, self.output_names = outputs, output_names
         self.values, self.dims, self.opset, self.proto = values, dims, opset, proto
         self.variables = [o for o in toposort(outputs) if o.op.name == "VARIABLE"]
@@ -152,7 +155,7 @@ class ImportedModel:
             if self._computation is None:
                 from ...transformers import make_transformer
 
-                self._transformer = make_transformer("numpy")
+                self._transformer = make_transformer("numpy", max_bytes=self.max_bytes)
                 self._computation = self._transformer.computation(self.outputs, *self.inputs, mode=mode)
             return self._computation
         return transformer.computation(self.outputs, *self.inputs, mode=mode)
@@ -197,7 +200,7 @@ def _input_axes(ctx: ImportContext, value_info: Any, dims: dict[str, int], shape
     axes = []
     declared = list(tensor_type.shape.dim)
     check_elements(shape if shape is not None else [d.dim_value if d.HasField("dim_value") else 1 for d in declared],
-                   f"input {value_info.name!r}")
+                   f"input {value_info.name!r}", ctx.budget.max_bytes)
     if shape is not None and len(shape) != len(declared):
         raise OnnxError(f"input {value_info.name!r}: declared rank {len(declared)}, received shape {tuple(shape)}")
     for i, d in enumerate(declared):
@@ -216,7 +219,7 @@ def _input_axes(ctx: ImportContext, value_info: Any, dims: dict[str, int], shape
                 axes.append(Axis(name, length))
                 continue
         axes.append(ctx.fresh([length])[0])
-    check_elements([a.length for a in axes], f"input {value_info.name!r}")
+    check_elements([a.length for a in axes], f"input {value_info.name!r}", ctx.budget.max_bytes)
     return Axes(axes)
 
 
@@ -254,10 +257,15 @@ def convert_nodes(ctx: ImportContext, nodes: Sequence[Any]) -> None:
                 raise
             except (ValueError, TypeError, IndexError, KeyError) as exc:  # a malformed node: say which
                 raise OnnxError(f"{proto.op_type} node {name!r}: {type(exc).__name__}: {exc}") from exc
-            except MemoryError as exc:  # a static value computed now (ConstantOfShape of a huge shape...)
-                raise OnnxError(f"{proto.op_type} node {name!r}: out of memory computing its value at import time "
-                                f"({exc}); hint: is the model damaged?") from None
+            except MemoryError as exc:  # a helper array a converter sized from the model (the budget bounds it)
+                raise OnnxBudgetError(f"{proto.op_type} node {name!r}: out of memory computing its value at import "
+                                      f"time ({exc}); hint: is the model damaged?") from None
         outputs = list(result) if isinstance(result, (list, tuple)) else [result]
+        for value in outputs:  # every value within the budget, before a fold computes it or a transformer allocates it
+            if value is not None:
+                ctx.check_tensor(shape_of(value), dtype_of(value))
+        ctx.budget.charge([v for v in outputs if isinstance(v, np.ndarray) and not any(v is i for i in inputs)],
+                          ctx._where())  # arrays the converter computed (checked before allocating when large)
         outputs = ctx.fold(inputs, outputs)
         if any(id(v) in ctx.fed for v in inputs if v is not None):  # values computed from fed inputs are fed too
             ctx.fed.update(id(v) for v in outputs if v is not None)
@@ -300,6 +308,7 @@ def import_graph(ctx: ImportContext, graph: Any, initializers: str = "variables"
         p = ng.placeholder(axes, dtype=dtype, name=safe_name(value_info.name, "input"))
         ctx.values[value_info.name] = p
         ctx.input_names[p] = value_info.name
+        ctx.check_tensor(axes.lengths, dtype, f"input {value_info.name!r}")
         placeholders.append(p)
         names.append(value_info.name)
     convert_nodes(ctx, graph.node)
@@ -309,7 +318,7 @@ def import_graph(ctx: ImportContext, graph: Any, initializers: str = "variables"
 def import_model(source: Any, dims: Mapping[str, int] | None = None,
                  input_shapes: Mapping[str, Sequence[int]] | None = None,
                  static_inputs: Mapping[str, Any] | None = None,
-                 initializers: str = "variables") -> ImportedModel:
+                 initializers: str = "variables", max_bytes: int | None = None) -> ImportedModel:
     """Import an ONNX model (path, bytes or ``ModelProto``) as an ngraph graph.
 
     Args:
@@ -319,6 +328,10 @@ def import_model(source: Any, dims: Mapping[str, int] | None = None,
         static_inputs: values of inputs to bake in as constants (inputs a converter needs at
             import time: a shape fed to Reshape, the pads of Pad...).
         initializers: ``"variables"`` (float initializers trainable) or ``"constants"``.
+        max_bytes: the memory budget: the most bytes one value of the graph may take, and the
+            constants computed at import time (folded values, ``ConstantOfShape``...) in total;
+            each is checked before it is allocated. None: ``NG_MAX_BYTES``, else 1 GiB
+            (``ngraph_core/memory_budget.py``). Initializers are not counted (the file holds them).
 
     Returns:
         an ``ImportedModel``.
@@ -326,6 +339,8 @@ def import_model(source: Any, dims: Mapping[str, int] | None = None,
     Raises:
         OnnxLoadError: not a readable, valid ONNX model.
         UnsupportedOnnxOpError: an operator (or opset) with no converter.
+        OnnxBudgetError: a value, or the constants computed at import time, over ``max_bytes``.
+        OnnxIndexError: static ``Gather`` indices outside the axis they index.
         OnnxError: a value needed at import time that depends on a placeholder (the message names
             the input to pass in ``static_inputs``), or another inexpressible feature.
 
@@ -334,21 +349,22 @@ def import_model(source: Any, dims: Mapping[str, int] | None = None,
         >>> m.run({"x": x})
     """
     try:
-        return build_model(load_model(source), dims, input_shapes, static_inputs, initializers)
+        return build_model(load_model(source), dims, input_shapes, static_inputs, initializers, max_bytes)
     except NeedStatic as exc:
         raise OnnxError(str(exc)) from None
 
 
 def build_model(model: Any, dims: Mapping[str, int] | None = None,
                 input_shapes: Mapping[str, Sequence[int]] | None = None,
-                static_inputs: Mapping[str, Any] | None = None, initializers: str = "variables") -> ImportedModel:
+                static_inputs: Mapping[str, Any] | None = None, initializers: str = "variables",
+                max_bytes: int | None = None) -> ImportedModel:
     """``import_model`` on a loaded, checked ``ModelProto``; a value needed at import time that depends
     on an input raises ``NeedStatic`` (naming the inputs) instead of ``OnnxError``, so a caller holding
     the inputs' values (the backend) can retry with them in ``static_inputs``."""
     if initializers not in INITIALIZER_MODES:
         raise OnnxError(f"import_model: expected initializers in {INITIALIZER_MODES}, received {initializers!r}")
     opsets = {(o.domain if o.domain != "ai.onnx" else ""): o.version for o in model.opset_import}
-    ctx = ImportContext(opsets)
+    ctx = ImportContext(opsets, budget=ImportBudget(max_bytes))
     dims = dict(dims or {})
     try:
         placeholders, names = import_graph(ctx, model.graph, initializers, dims, input_shapes, static_inputs)
@@ -362,9 +378,11 @@ def build_model(model: Any, dims: Mapping[str, int] | None = None,
             value = ctx.values.get(value_info.name)
             if value is None:
                 raise OnnxError(f"graph output {value_info.name!r} is not produced by any node")
-            outputs.append(value if isinstance(value, Op) else ctx.as_op(value))
+            where = f"graph output {value_info.name!r}"
+            outputs.append(value if isinstance(value, Op) else ctx.as_op(value, what=where))
             out_names.append(value_info.name)
     finally:
         ctx.close()
     values = {k: v for k, v in ctx.values.items() if k}
-    return ImportedModel(placeholders, names, outputs, out_names, values, dims, opsets.get("", 1), model)
+    return ImportedModel(placeholders, names, outputs, out_names, values, dims, opsets.get("", 1), model,
+                         ctx.budget.max_bytes)

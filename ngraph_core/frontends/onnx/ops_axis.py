@@ -19,7 +19,7 @@ from ... import api as ng
 from .errors import OnnxError
 from .ops_shape import optional
 from .registry import converter
-from .tensor import normalize_axis, shape_of
+from .tensor import dtype_of, normalize_axis, shape_of
 
 
 def static_int(ctx, node, value, what: str, default: int | None = None) -> int:
@@ -91,6 +91,10 @@ def one_hot(ctx, node, inputs):
     depth = int(np.asarray(depth).reshape(-1)[0])
     dims = shape_of(indices)
     axis = normalize_axis(node.attr("axis", -1), len(dims) + 1, f"OneHot node {node.name!r}")
+    if depth < 0:
+        raise OnnxError(f"OneHot node {node.name!r}: expected a non-negative depth, received {depth}")
+    ctx.check_tensor((*dims, depth), dtype_of(values))  # the output, before the positions are made
+    ctx.check_constant((depth,), "int64")
     ids = ctx.as_op(indices, dtype="int64")
     ids = ng.where(ng.cast(ng.less(ids, 0), "bool"), ids + depth, ids)
     ids = ctx.reshape(ids, dims[:axis] + (1,) + dims[axis:])

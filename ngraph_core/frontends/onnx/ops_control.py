@@ -88,7 +88,7 @@ def run_graph(ctx: ImportContext, graph: Any, bindings: Sequence[Value], who: st
         array = ctx.pending.pop(name)
         ctx.values[name] = ng.variable(ctx.fresh(array.shape), initial_value=array, dtype=array.dtype.name,
                                        name=safe_name(name, "initializer"))
-    child = ImportContext(ctx.opsets, evaluate=ctx.fold_enabled)
+    child = ImportContext(ctx.opsets, evaluate=ctx.fold_enabled, budget=ctx.budget)
     child.prefix, child._ids = ctx.prefix, ctx._ids  # one axis-name counter: body axes never collide with outer ones
     child.evaluate = ctx.evaluate  # type: ignore[method-assign] - one evaluation transformer per import
     child.values = dict(ctx.values)

@@ -2,7 +2,9 @@
 
 ``Slice`` becomes one ``SLICE`` op (starts/ends/axes/steps are static: attributes before
 opset 10, inputs from it on; Python's slice clamping is ONNX's, negative steps included).
-``Gather`` is ``ng.gather`` with the looked-up dim put back in place; the element-wise
+``Gather`` is ``ng.gather(..., out_of_range="raise")`` with the looked-up dim put back in place:
+indices outside ``[-n, n)`` are an error, as in onnxruntime (``OnnxIndexError`` at import when
+they are static, ``IndexRangeError`` naming the node when the graph runs); the element-wise
 and N-d gathers and scatters map onto ``ng.gather_elements`` / ``gather_nd`` /
 ``scatter_elements`` / ``scatter_nd`` (negative indices handled by the ops).
 
@@ -20,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from ... import api as ng
-from .errors import OnnxError
+from .errors import OnnxError, OnnxIndexError
 from .ops_shape import int_list, optional
 from .registry import converter
 from .tensor import normalize_axis, shape_of
@@ -35,18 +37,26 @@ def take(ctx, x, ids, axis: int):
         axis: a non-negative dim of ``x``.
 
     Returns:
-        An op of shape ``x.shape[:axis] + ids.shape + x.shape[axis + 1:]`` (ids out of range read zeros).
+        An op of shape ``x.shape[:axis] + ids.shape + x.shape[axis + 1:]``.
+
+    Raises:
+        OnnxIndexError: static ids outside ``[-n, n)`` (ids computed by the graph raise ``IndexRangeError``
+            when it runs: the gather is built with ``out_of_range="raise"``).
 
     Example:
         >>> take(ctx, x, np.array([2, 0]), 1)   # x [4, 3, 5] -> [4, 2, 5]
     """
     n = x.axes[axis].length
     if isinstance(ids, np.ndarray):
+        bad = np.flatnonzero((ids < -n) | (ids >= n))
+        if bad.size:
+            at = tuple(int(i) for i in np.unravel_index(bad[0], ids.shape))
+            raise OnnxIndexError(f"{ctx._where()}: index {int(ids.reshape(-1)[bad[0]])} at position {at} of the "
+                                 f"indices is out of range for dim {axis} of length {n}; expected indices in "
+                                 f"[{-n}, {n}); hint: is the model damaged?")
         ids = np.where(ids < 0, ids + n, ids).astype("int64")
-    else:
-        ids = ng.where(ng.cast(ng.less(ids, 0), "bool"), ids + n, ids)
     ids = ctx.rename(ctx.as_op(ids))
-    out = ng.gather(x, ids, x.axes[axis])
+    out = ng.gather(x, ids, x.axes[axis], out_of_range="raise")
     order = list(x.axes[:axis]) + list(ids.axes) + list(x.axes[axis + 1:])
     return ng.axes_with_order(out, order)
 

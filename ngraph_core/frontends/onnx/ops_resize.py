@@ -221,6 +221,10 @@ def resize(ctx, node, inputs):
                         f"{opts['coordinate']!r} or nearest_mode {opts['nearest']!r}; hint: expected a mode of "
                         f"nearest/linear/cubic and a mapping among {', '.join(COORDINATE_MODES)}")
     factor, out_dims, roi = _plan(ctx, node, inputs, dims, opts)
+    if any(m < 0 for m in out_dims):
+        raise OnnxError(f"{who}: expected non-negative output dims, received {out_dims}")
+    ctx.check_tensor(out_dims, x.dtype)  # before the per-dim matrices [out, in] are made
+    ctx.check_constant((sum(m * n for m, n in zip(out_dims, dims) if m != n),), "float64")
     rank = len(dims)
     outside = np.zeros([1] * rank, dtype=bool)
     source_dtype = x.dtype

@@ -275,6 +275,9 @@ def constant_of_shape(ctx, node, inputs):
     value = np.asarray(node.attr("value", np.zeros(1, dtype="float32")))
     if value.size != 1:
         raise OnnxError(f"ConstantOfShape node {node.name!r}: value must hold one element, received {value.shape}")
+    if any(n < 0 for n in dims):
+        raise OnnxError(f"ConstantOfShape node {node.name!r}: expected a shape of non-negative dims, received {dims}")
+    ctx.check_constant(dims, value.dtype)  # 78 bytes of model may ask for any size: refused before np.full
     return np.full(dims, value.reshape(()), dtype=value.dtype)
 
 
@@ -285,7 +288,12 @@ def range_(ctx, node, inputs):
     if delta.reshape(-1)[0] == 0:
         raise OnnxError(f"Range node {node.name!r}: delta is 0; hint: the sequence would never reach the limit")
     s, lim, d = (np.asarray(v).reshape(()) for v in (start, limit, delta))
-    count = max(int(np.ceil((float(lim) - float(s)) / float(d))), 0)
+    steps = np.ceil((float(lim) - float(s)) / float(d))
+    if not np.isfinite(steps):
+        raise OnnxError(f"Range node {node.name!r}: expected finite start, limit and delta, received {float(s)}, "
+                        f"{float(lim)}, {float(d)}")
+    count = max(int(steps), 0)
+    ctx.check_constant((count,), np.result_type(start.dtype, np.int64))  # np.arange(count) is int64 first
     return (s + np.arange(count) * d).astype(start.dtype)
 
 
@@ -297,6 +305,7 @@ def eye_like(ctx, node, inputs):
         raise OnnxError(f"EyeLike node {node.name!r}: expected a 2-D input, received shape {dims}")
     dtype = ctx.dtype(node.attr("dtype"), f"EyeLike node {node.name!r}") if "dtype" in node.attrs else None
     dtype = dtype or (inputs[0].dtype if hasattr(inputs[0], "axes") else np.dtype(inputs[0].dtype).name)
+    ctx.check_constant(dims, dtype)
     return np.eye(dims[0], dims[1], k=int(node.attr("k", 0)), dtype=dtype)
 
 

@@ -58,6 +58,7 @@ def dft(ctx, x, axis: int, length: int, inverse: bool, onesided: bool):
     n_in = dims[axis]
     real_out = inverse and onesided
     n_out = length if inverse or not onesided else length // 2 + 1
+    ctx.check_constant((3 * n_in, n_out), "float64")  # cos, sin and the angles, before they are made
     cos, sin = dft_matrices(n_in, n_out, length, inverse, onesided)
     # float64 throughout: terms that cancel exactly (a real signal's imaginary parts) must cancel to ~0
     parts = [ng.cast(ng.tensor_slice(x, [slice(None)] * (len(dims) - 1) + [i]), "float64") for i in range(dims[-1])]
@@ -114,6 +115,7 @@ def stft(ctx, node, inputs):
         raise OnnxError(f"{who}: signal {dims}, frame_step {step}, frame_length {frame}; hint: expected a signal "
                         "[batch, length, 1 | 2], a positive step and a frame no longer than the signal")
     frames = 1 + (dims[1] - frame) // step
+    ctx.check_constant((frames, frame), "int64")
     positions = np.arange(frames)[:, None] * step + np.arange(frame)[None, :]
     framed = take(ctx, x, positions.astype("int64"), 1)  # [batch, frames, frame, 1 | 2]
     if window is not None:
@@ -133,6 +135,7 @@ def window(ctx, node, inputs):
     """The window ``a0 - a1 cos(2 pi n / N) + a2 cos(4 pi n / N)`` of the static ``size`` (N: size, or size - 1
     when ``periodic=0``), in ``output_datatype`` (default float32)."""
     size = static_int(ctx, node, inputs[0], f"{node.op_type}'s size")
+    ctx.check_constant((2, size), "float64")  # the positions and the values
     span = size if node.attr("periodic", 1) else size - 1
     a0, a1, a2 = _window_terms(node)
     n = np.arange(size, dtype=np.float64)
@@ -148,6 +151,10 @@ def mel_weight_matrix(ctx, node, inputs):
     rate = float(np.asarray(ctx.static(inputs[2], "MelWeightMatrix's sample_rate")).reshape(-1)[0])
     low, high = (float(np.asarray(ctx.static(inputs[i], f"MelWeightMatrix's {w}")).reshape(-1)[0])
                  for i, w in ((3, "lower_edge_hertz"), (4, "upper_edge_hertz")))
+    if bins < 0 or length < 0:
+        raise OnnxError(f"MelWeightMatrix node {node.name!r}: expected non-negative num_mel_bins and dft_length, "
+                        f"received {bins} and {length}")
+    ctx.check_constant((length // 2 + 2, bins + 2), "float64")  # the filter bank and the mel points
     low_mel, high_mel = (2595 * np.log10(1 + f / 700) for f in (low, high))
     mel = np.arange(bins + 2) * ((high_mel - low_mel) / (bins + 2)) + low_mel
     edges = (((length + 1) * (700 * (np.power(10, mel / 2595) - 1))) // rate).astype(int)

@@ -4,16 +4,23 @@ Both see the table as ``[*before, V, *after]`` (``V`` the looked-up axis) and th
 flattened to ``T`` entries; the other side is ``[*before, *after, *ids]``, viewed as
 ``[*before, *after, T]``. The work is O(ids x row), never O(ids x V x row).
 
-An id outside ``[0, V)`` reads a zero row and scatters nothing: a graph cannot raise at
-run time, and that is what ``one_hot`` followed by ``dot`` gives. Both kernels use only
-``take``, ``where``, ``copyto``, ``moveaxis`` and ``add.at``, which NumPy and CuPy share.
+An id outside ``[0, V)`` reads a zero row and scatters nothing, which is what ``one_hot``
+followed by ``dot`` gives. A gather built with ``out_of_range="raise"`` (arg ``LookupArg``: ONNX
+Gather) reads ids in ``[-V, V)`` as ``np.take`` does and raises ``IndexRangeError`` on any other,
+naming the op, the id, its position and the range: one reduction over the ids per call (on a GPU,
+one host sync). The kernels use only ``take``, ``where``, ``copyto``, ``moveaxis``, ``argmax`` and
+``add.at``, which NumPy and CuPy share.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
+from ...errors import IndexRangeError
 from ...ir import ArrayValue, Op, OpType
+from ...ir.indexing import LookupArg, lookup_name
 from .context import Kernel, KernelContext
 
 
@@ -41,9 +48,48 @@ def _constant_id(op: Op) -> int | None:
     return int(value)
 
 
+def out_of_range(op: Op, index: int, position: tuple[int, ...], length: int) -> IndexRangeError:
+    """The error of a ``raise`` gather given ``index`` (at ``position`` in its ids) for an axis of ``length``."""
+    scope = "/".join(s.name for s in op.meta.scope)  # an imported ONNX node's name
+    return IndexRangeError(
+        f"gather {op.name!r}{f' (in {scope})' if scope else ''}: index {index} at position {position} of its ids "
+        f"is out of range for axis {lookup_name(op.arg)} of length {length}; expected indices in [{-length}, "
+        f"{length}); hint: check the ids fed to the graph (an ONNX Gather raises for them too)")
+
+
+def _checked_gather(op: Op, kc: KernelContext, k: int, length: int, rest: tuple[int, ...]) -> Kernel:
+    """The kernel of a ``raise`` gather: ids in ``[-length, length)`` (``np.take``), any other an error."""
+    xp = kc.xp
+    one = _constant_id(op)
+    if one is not None:  # a constant index: checked now, a basic-index copy when run
+        if not -length <= one < length:
+            raise out_of_range(op, one, (0,) * len(op.src[1].axes), length)
+        index = (slice(None),) * k + (one,)
+
+        def gather_one_checked(out, values, ids):
+            xp.copyto(out.reshape(rest), values[index], casting="unsafe")
+            return out
+
+        return gather_one_checked
+
+    def gather_checked(out, values, ids):
+        flat = ids.reshape(-1)
+        bad = (flat < -length) | (flat >= length)
+        if bool(bad.any()):
+            at = int(xp.argmax(bad))
+            raise out_of_range(op, int(flat[at]), tuple(int(i) for i in np.unravel_index(at, ids.shape)), length)
+        rows = xp.moveaxis(xp.take(values, flat, axis=k), k, -1)  # [*rest, T]; take counts negative ids from the end
+        xp.copyto(out.reshape(rest + (flat.size,)), rows, casting="unsafe")
+        return out
+
+    return gather_checked
+
+
 def gather(op: Op, kc: KernelContext) -> Kernel:
     xp, (table, _) = kc.xp, op.src
-    k, length, rest = _layout(table, op.arg)
+    k, length, rest = _layout(table, lookup_name(op.arg))
+    if isinstance(op.arg, LookupArg):
+        return _checked_gather(op, kc, k, length, rest)
     one = _constant_id(op)
     if one is not None:  # a constant index (the last step of a sequence): a basic-index copy, 13 us -> 1 us
         index = (slice(None),) * k + (one,)

@@ -1,8 +1,9 @@
 """ONNX indexing converters (ops_index.py) against onnxruntime.
 
 Beyond the node suite: Slice's attribute form (opset < 10) and clamping with negative
-steps, Gather with scalar and run-time negative indices, the scatters' reductions on other
-axes, Compress/NonZero/Unique with static data (and the typed error when it is not).
+steps, Gather with scalar and run-time negative indices (and out-of-range ones raising as in
+onnxruntime), the scatters' reductions on other axes, Compress/NonZero/Unique with static data
+(and the typed error when it is not).
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ from onnx import TensorProto, helper
 from ort_check import check_node, make_model
 from test_ops_shape import malformed
 
-from ngraph_core.frontends.onnx import OnnxError, UnsupportedOnnxOpError, import_model
+import ngraph_core as ng
+from ngraph_core.frontends.onnx import OnnxError, OnnxIndexError, UnsupportedOnnxOpError, import_model
+from ngraph_core.transformers import make_transformer
 
 RNG = np.random.default_rng(11)
 X = RNG.standard_normal((4, 5, 6)).astype("float32")
@@ -53,6 +56,69 @@ def test_gather_static_and_runtime_indices(indices, axis):
     expected = np.take(X, indices, axis=axis)
     check_node("Gather", {"x": X}, opset=13, static={"i": indices}, axis=axis, expected=expected)
     check_node("Gather", {"x": X, "i": indices}, opset=13, axis=axis, expected=expected)
+
+
+@pytest.mark.parametrize("indices", [[0, 4], [-5, 1], [2, 100], [-6, 0]], ids=["4", "-5", "100", "-6"])
+def test_gather_out_of_range_indices_raise_like_onnxruntime(indices):
+    """Indices outside [-n, n) are an error (onnxruntime raises too), never rows of zeros: a typed error at import
+    when they are static, an IndexRangeError naming the node, the index and the range when fed at run time."""
+    ort = pytest.importorskip("onnxruntime")
+    indices = np.array(indices, "int64")
+    model = make_model("Gather", {"x": X, "i": indices}, 13, axis=1)
+    in_range = bool(((indices >= -5) & (indices < 5)).all())
+    try:
+        expected = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+            None, {"x": X, "i": indices})[0]
+    except Exception:  # onnxruntime's InvalidArgument: out of data bounds
+        expected = None
+    assert (expected is not None) == in_range
+    imported = import_model(model)
+    if in_range:
+        np.testing.assert_array_equal(imported.run([X, indices])[0], expected)
+        return
+    bad = int(indices[(indices < -5) | (indices >= 5)][0])
+    with pytest.raises(ng.IndexRangeError, match=rf"\(in Gather_0\): index {bad} at position \(\d,\) of its ids "
+                                                 r"is out of range for axis d\d+ of length 5; expected indices in "
+                                                 r"\[-5, 5\)"):
+        imported.run([X, indices])
+    with pytest.raises(OnnxIndexError, match=rf"Gather node 'Gather_0': index {bad} at position \(\d,\) of the "
+                                             r"indices is out of range for dim 1 of length 5; expected indices in "
+                                             r"\[-5, 5\)"):
+        import_model(make_model("Gather", {"x": X}, 13, static={"i": indices}, axis=1))
+
+
+def test_a_gather_that_raises_still_differentiates_and_round_trips():
+    """The ONNX gather (out_of_range="raise") takes negative ids as np.take does, in its gradient too, and keeps
+    its mode through ng.serialize (neon's zero-row gather of the same table and ids is another op)."""
+    V, E, T = ng.make_axis(5, "V"), ng.make_axis(3, "E"), ng.make_axis(4, "T")
+    table = ng.variable([E, V], np.arange(15, dtype="float32").reshape(3, 5))
+    ids = ng.constant(np.array([4, -1, 0, -5]), [T], dtype="int64")
+    strict, zero = ng.gather(table, ids, V, out_of_range="raise"), ng.gather(table, ids, V)
+    assert strict is not zero
+    (grad,) = ng.gradients(ng.sum(strict), [table])
+    (loaded,) = ng.deserialize(ng.serialize(strict))
+    with make_transformer() as t:
+        value, dtable, again = t.computation([strict, grad, loaded])()
+    np.testing.assert_array_equal(value, np.take(np.arange(15).reshape(3, 5), [4, -1, 0, -5], axis=1))
+    np.testing.assert_array_equal(dtable, np.tile([2, 0, 0, 0, 2], (3, 1)))
+    np.testing.assert_array_equal(again, value)
+    with pytest.raises(ng.NgraphError, match="out_of_range 'zero' or 'raise'"):
+        ng.gather(table, ids, V, out_of_range="clip")
+
+
+def test_an_imported_gather_exports_as_a_plain_gather_that_still_raises():
+    """Exported again, the ONNX gather (out_of_range="raise") is one Gather node: onnxruntime checks its range."""
+    ort = pytest.importorskip("onnxruntime")
+    from ngraph_core.frontends.onnx import export
+
+    indices = np.array([-1, 2], "int64")
+    imported = import_model(make_model("Gather", {"x": X, "i": indices}, 13, axis=1))
+    proto = export((imported.inputs, imported.outputs), opset=13, dynamic_batch=False, input_names=["x", "i"])
+    assert [n.op_type for n in proto.graph.node if n.op_type in ("Gather", "Where")] == ["Gather"]
+    session = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    np.testing.assert_array_equal(session.run(None, {"x": X, "i": indices})[0], np.take(X, indices, axis=1))
+    with pytest.raises(Exception, match="out of data bounds"):
+        session.run(None, {"x": X, "i": np.array([0, 5], "int64")})
 
 
 def test_gather_elements_and_scatter_elements_on_the_last_axis():
