@@ -55,6 +55,7 @@ from neon.layers import LSTM, Affine, LookupTable
 from neon.optimizers import Adam
 
 from .char_models import CharModel, CharModelError, feedback_decode, gumbel_noise, masked_cross_entropy
+from .progress import add_progress_flag, show_progress
 
 LEARNING_RATE, CLIP_NORM = 3e-3, 5.0
 HELD_OUT = 0.1
@@ -299,9 +300,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--temperature", type=float, default=0.8)
     parser.add_argument("--prompt", default=DEFAULT_PROMPT)
     parser.add_argument("--out", type=Path, default=None, help=f"write char_lm.h5 here (e.g. {DEFAULT_OUT})")
+    add_progress_flag(parser)
     args = parser.parse_args(argv)
     train(args.max_chars or None, args.epochs, args.seq_length, args.batch_size, args.hidden, args.embedding_dim,
-          args.lr, args.seed, args.works, args.sample_length, args.temperature, args.prompt, args.out)
+          args.lr, args.seed, args.works, args.sample_length, args.temperature, args.prompt, args.out,
+          progress=show_progress(args.progress))
     return 0
 
 

@@ -68,6 +68,7 @@ from neon.metrics import CER
 from neon.optimizers import Adam
 
 from .char_models import CharModel, CharModelError, feedback_decode, masked_cross_entropy
+from .progress import add_progress_flag, show_progress
 
 PAD, BOS, EOS = "<pad>", "<s>", "</s>"
 LEARNING_RATE, CLIP_NORM = 3e-3, 5.0
@@ -434,9 +435,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lr", type=float, default=LEARNING_RATE)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=None, help=f"write <task>.h5 here (e.g. {DEFAULT_OUT})")
+    add_progress_flag(parser)
     args = parser.parse_args(argv)
     train(args.task, args.epochs, args.n_train, args.n_test, args.batch_size, args.hidden, args.embedding_dim,
-          args.lr, args.seed, args.out)
+          args.lr, args.seed, args.out, progress=show_progress(args.progress))
     return 0
 
 

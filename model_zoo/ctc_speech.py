@@ -68,6 +68,8 @@ from neon.model import Model
 from neon.optimizers import Adam
 from ngraph_core import safe_json
 
+from .progress import add_progress_flag, show_progress
+
 ALPHABET = " " + "".join(sorted(set("".join(DIGITS))))  # " efghinorstuvwxz": class k + 1 is ALPHABET[k]
 BLANK = 0
 NCLASS = len(ALPHABET) + 1
@@ -108,7 +110,7 @@ def decode_labels(labels: Sequence[int]) -> str:
 
 
 # -- data -----------------------------------------------------------------------------------------
-def load_digit_speech(n: int, seed: int = 0, data_dir: str | Path | None = None
+def load_digit_speech(n: int, seed: int = 0, data_dir: str | Path | None = None, progress: bool = False
                       ) -> tuple[list[np.ndarray], list[str], list[str]]:
     """``n`` spoken digit strings (1 to ``MAX_DIGITS`` digits) as log-mel features, synthesised once and cached.
 
@@ -120,6 +122,7 @@ def load_digit_speech(n: int, seed: int = 0, data_dir: str | Path | None = None
         n: utterances (utterance ``i`` depends only on ``seed`` and ``i``, so a smaller ``n`` is a prefix).
         seed: chooses the texts, voices, speeds and pitches.
         data_dir: the cache folder (default ``<data dir>/ctc_speech-seed<seed>``).
+        progress: tqdm bars over the utterances while synthesizing them and computing their features.
 
     Returns:
         ``(features, texts, voices)``: float32 ``(T_i, 80)``, the spoken texts and the espeak-ng voices.
@@ -145,7 +148,7 @@ def load_digit_speech(n: int, seed: int = 0, data_dir: str | Path | None = None
                             [str(s["voice"]) for s in specs])
         except DataError:
             pass
-    features, texts = synthesize_digits(n, folder, seed=seed, max_digits=MAX_DIGITS)
+    features, texts = synthesize_digits(n, folder, seed=seed, max_digits=MAX_DIGITS, progress=progress)
     specs = read_manifest(manifest)[:n]
     if [s["text"] for s in specs] != texts:
         raise DataError(f"load_digit_speech: {manifest} does not list the {n} utterances just synthesised")
@@ -280,7 +283,7 @@ def train(n_utterances: int = 800, epochs: int = 4, hidden: int = 96, batch_size
         data_dir: the synthesis cache (default under ``.venv/data``).
         seed: seeds the data, the weights and the batch order.
         verbose_cer: print the test CER after every epoch (one extra inference pass each).
-        progress: show ``fit``'s progress bar.
+        progress: show tqdm bars: utterances while synthesizing the set, then ``fit``'s batches.
 
     Returns:
         a ``TrainResult``.
@@ -297,7 +300,7 @@ def train(n_utterances: int = 800, epochs: int = 4, hidden: int = 96, batch_size
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
             raise SpeechRecipeError(f"train: expected {key} to be an int >= {low}, received {value!r}")
     start = time.perf_counter()
-    features, texts, voices = load_digit_speech(n_utterances, seed, data_dir)
+    features, texts, voices = load_digit_speech(n_utterances, seed, data_dir, progress=progress)
     train_ids, test_ids = split_by_voice(voices)
     frames = [prepare(f, stack) for f in features]
     print(f"data: {n_utterances} espeak-ng digit strings ({time.perf_counter() - start:.1f} s to load); "
@@ -349,9 +352,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data-dir", type=Path, default=None, help="synthesis cache (default under .venv/data)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--verbose-cer", action="store_true", help="print the test CER after every epoch")
+    add_progress_flag(parser, "batches (and utterances while synthesizing)")
     args = parser.parse_args(argv)
     train(args.n_utterances, args.epochs, args.hidden, args.batch_size, args.lr, args.stack, args.out,
-          args.data_dir, args.seed, args.verbose_cer)
+          args.data_dir, args.seed, args.verbose_cer, progress=show_progress(args.progress))
     return 0
 
 

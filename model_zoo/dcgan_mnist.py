@@ -32,6 +32,8 @@ from neon.layers import Affine, Conv, Deconv, Unflatten
 from neon.optimizers import Adam
 from neon.saving import atomic_path
 
+from .progress import add_progress_flag, show_progress
+
 NOISE_DIM = 100
 LEARNING_RATE, BETA_1 = 2e-4, 0.5
 
@@ -101,17 +103,20 @@ def load_data(n_train: int | None = None) -> np.ndarray:
 
 
 def train(epochs: int = 5, n_train: int | None = None, batch_size: int = 64, out: str | Path = "out/dcgan_mnist",
-          seed: int = 0, k: int = 1, progress: bool = False) -> tuple[GAN, Any]:
-    """Build and train the DCGAN; returns ``(gan, history)`` (per epoch ``d_cost``, ``g_cost``)."""
+          seed: int = 0, k: int = 1, progress: bool = False, epoch_lines: bool = False) -> tuple[GAN, Any]:
+    """Build and train the DCGAN; returns ``(gan, history)`` (per epoch ``d_cost``, ``g_cost``).
+
+    ``progress`` draws ``GAN.fit``'s tqdm bar over the batches; ``epoch_lines`` prints one line
+    per epoch (``main`` always does: the log a non-terminal run leaves)."""
     x = load_data(n_train)
     data = ArrayIterator(x, batch_size=batch_size, lshape=(1, 28, 28), shuffle=True, seed=seed)
     set_seed(seed)  # the initial weights (drawn when fit builds the networks); the noise is seeded by GAN(seed)
     gan = GAN(generator(), discriminator(), noise_dim=NOISE_DIM, seed=seed)
     callbacks: list[Callback] = [SampleGrid(out)]
-    if progress:
+    if epoch_lines:
         callbacks.append(_EpochLog())
     history = gan.fit(data, epochs, Adam(LEARNING_RATE, beta_1=BETA_1, name="d_adam"),
-                      Adam(LEARNING_RATE, beta_1=BETA_1, name="g_adam"), callbacks=callbacks, k=k)
+                      Adam(LEARNING_RATE, beta_1=BETA_1, name="g_adam"), callbacks=callbacks, k=k, progress=progress)
     return gan, history
 
 
@@ -128,8 +133,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", default="out/dcgan_mnist")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--k", type=int, default=1, help="discriminator steps per generator step")
+    add_progress_flag(parser)
     args = parser.parse_args(argv)
-    gan, _ = train(args.epochs, args.n_train, args.batch_size, args.out, args.seed, args.k, progress=True)
+    gan, _ = train(args.epochs, args.n_train, args.batch_size, args.out, args.seed, args.k,
+                   progress=show_progress(args.progress), epoch_lines=True)
     gan.save_params(Path(args.out) / "dcgan_mnist.h5")
     print(f"wrote {args.out}/latest.png and {args.out}/dcgan_mnist.h5")
 

@@ -53,6 +53,8 @@ from neon.rl import DQNAgent, EpsilonSchedule, train_dqn
 from neon.rl.atari import make_atari
 from neon.rl.frame_replay import FrameReplayBuffer
 
+from .progress import add_progress_flag, show_progress
+
 DEFAULT_ENV = "ALE/Pong-v5"
 DEFAULT_OUT = Path("out") / "dqn_atari"
 LEARNING_RATE, ADAM_EPS, CLIP_NORM = 1e-4, 1.5e-4, 10.0
@@ -304,13 +306,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--backend", choices=("numpy", "cupy", "auto"), default=None,
                         help="the transformer (default: $NG_BACKEND, else numpy)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="where dqn_atari.h5 and returns.png go")
-    parser.add_argument("--progress", action="store_true")
+    add_progress_flag(parser, "environment steps")
     parser.add_argument("--resume", type=Path, default=None, help="start from this dqn_atari.h5")
     parser.add_argument("--eval-games", type=int, default=0, help="then play this many games at epsilon 0.05")
     args = parser.parse_args(argv)
     result = train(args.env, args.steps, args.buffer_size, args.learning_starts, args.batch_size, args.train_freq,
           args.target_update, args.lr, args.gamma, args.epsilon_end, args.exploration_fraction, args.checkpoint_every,
-          args.seed, args.backend, args.out, args.progress, args.resume)
+          args.seed, args.backend, args.out, show_progress(args.progress), args.resume)
     if args.eval_games:
         scores = evaluate(result.agent, args.env, args.eval_games, seed=args.seed + 1)
         print(f"evaluation (epsilon 0.05): scores {scores}, mean {np.mean(scores):+.1f}")

@@ -56,6 +56,8 @@ from neon.layers import Affine
 from neon.optimizers import Adam
 from neon.rl import DQNAgent, EpsilonSchedule, ReplayBuffer, RLError, train_dqn
 
+from .progress import add_progress_flag, show_progress
+
 SOLVED_RETURN, WINDOW = 475.0, 100
 DEFAULT_OUT = Path("out") / "dqn_cartpole"
 
@@ -214,10 +216,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--eval-episodes", type=int, default=100)
     parser.add_argument("--no-stop", action="store_true", help="train for all --steps even once solved")
-    parser.add_argument("--progress", action="store_true")
+    add_progress_flag(parser, "environment steps")
     args = parser.parse_args(argv)
     train(args.steps, args.seed, args.out, args.hidden, args.lr, stop_when_solved=not args.no_stop,
-          eval_episodes=args.eval_episodes, progress=args.progress)
+          eval_episodes=args.eval_episodes, progress=show_progress(args.progress))
     print(f"wrote {args.out}/dqn_cartpole.h5 and {args.out}/returns.png")
     return 0
 

@@ -61,6 +61,8 @@ from neon.metrics import Accuracy
 from neon.model import Model
 from neon.optimizers import Adam, Schedule
 
+from .progress import add_progress_flag, show_progress
+
 EMBEDDING_DIM, HIDDEN = 64, 64
 MIN_COUNT, MAX_VOCAB = 2, 2000
 MAX_LENGTH = 64
@@ -269,10 +271,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--n-test", type=int, default=None, help="use N test texts (a seeded random subset)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--seed", type=int, default=0)
+    add_progress_flag(parser)
     args = parser.parse_args(argv)
     result = train(args.epochs, args.data_dir, args.batch_size, args.out, args.n_train, args.n_test, args.lr,
-                   args.max_length, args.max_vocab, args.hidden, args.seed)
-    defaults = {key: parser.get_default(key) for key in vars(args) if key not in ("out", "seed")}
+                   args.max_length, args.max_vocab, args.hidden, args.seed,
+                   progress=show_progress(args.progress))
+    defaults = {key: parser.get_default(key) for key in vars(args) if key not in ("out", "seed", "progress")}
     if all(getattr(args, key) == value for key, value in defaults.items()) and result.accuracy < TARGET:
         print(f"below the {100 * TARGET:.0f}% target for the default settings", file=sys.stderr)
         return 1

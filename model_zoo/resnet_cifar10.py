@@ -70,6 +70,8 @@ from neon.metrics import Accuracy
 from neon.model import Model
 from neon.optimizers import GradientDescentMomentum, Schedule
 
+from .progress import add_progress_flag, show_progress
+
 DEPTHS = (20, 32, 56)
 STAGE_CHANNELS = (16, 32, 64)
 LEARNING_RATE, MOMENTUM, WEIGHT_DECAY = 0.1, 0.9, 1e-4
@@ -286,9 +288,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--distributed", action="store_true",
                         help="data-parallel over MPI: run under mpiexec -n N (--batch-size is per rank)")
+    add_progress_flag(parser)
     args = parser.parse_args(argv)
     train(args.depth, args.epochs, args.data, args.batch_size, args.out, args.n_train, args.n_test, args.lr,
-          args.shortcut, args.seed, distributed=args.distributed)
+          args.shortcut, args.seed, progress=show_progress(args.progress), distributed=args.distributed)
     return 0
 
 

@@ -52,6 +52,9 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--out", default=None, help="the folder the recipe writes its checkpoint and figures to")
     train.add_argument("--distributed", action="store_true", default=None,
                        help="data-parallel training over MPI (launch under mpiexec -n N; --batch-size is per rank)")
+    train.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                       help="a tqdm bar (batches; environment steps for DQN); default: when stderr is a terminal, "
+                            "else one line per epoch")
     train.add_argument("--backend", choices=("numpy", "cupy", "auto"), default=None,
                        help="the transformer every model of the recipe runs on (sets NG_BACKEND; cupy: a GPU, "
                             "auto: the GPU when one is usable, else NumPy)")

@@ -2,8 +2,8 @@
 
 A recipe is a module ``model_zoo.<name>`` with a ``main(argv) -> exit code`` that parses its
 own flags with argparse. ``neon train <recipe>`` translates the common flags (``--epochs``,
-``--batch-size``, ``--data-dir``, ``--out``, and the switch ``--distributed``) into the recipe's,
-appends the recipe-specific arguments given after ``--``, checks the whole line against the
+``--batch-size``, ``--data-dir``, ``--out``, the switch ``--distributed``, ``--progress/--no-progress``)
+into the recipe's, appends the recipe-specific arguments given after ``--``, checks the whole line against the
 recipe's own parser (so a mistake is a usage error naming the recipe, before anything trains),
 then runs ``main``.
 
@@ -56,6 +56,8 @@ RECIPES = {
 # the flags ``neon train`` takes, by argparse dest, and the recipe flag each becomes
 COMMON_FLAGS = {"epochs": "--epochs", "batch_size": "--batch-size", "data_dir": "--data-dir", "out": "--out"}
 SWITCHES = {"distributed": "--distributed"}  # flags without a value, passed on when given
+# on/off flags passed on as --flag or --no-flag when given; not given, the recipe decides (progress: a terminal)
+TOGGLES = {"progress": "--progress"}
 
 
 def run_list(args: argparse.Namespace) -> int:
@@ -157,6 +159,12 @@ def train_arguments(name: str, parser: argparse.ArgumentParser, args: argparse.N
             if flag not in takes:
                 missing.append(flag)
             argv.append(flag)
+    for dest, flag in TOGGLES.items():
+        value = getattr(args, dest, None)
+        if value is not None:
+            if flag not in takes:
+                missing.append(flag)
+            argv.append(flag if value else f"--no-{flag[2:]}")
     if missing:
         raise UsageError(f"recipe {name} does not take {', '.join(missing)}; it takes {', '.join(takes)}; hint: see "
                          f"'neon train {name} -- --help'", args.parser)

@@ -20,9 +20,11 @@ import math
 import os
 import shutil
 import subprocess
+import sys
 import wave
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -371,7 +373,7 @@ def read_manifest(path: str | Path) -> list[dict[str, object]]:
 
 
 def synthesize_digits(n: int, out_dir: str | Path | None = None, seed: int = 0,
-                      max_digits: int = 5) -> tuple[list[np.ndarray], list[str]]:
+                      max_digits: int = 5, progress: bool = False) -> tuple[list[np.ndarray], list[str]]:
     """Spoken digit strings ("three one four") from ``espeak-ng``, cached on disk, as log-mel features.
 
     Utterance ``i`` (its digits, voice, speed ``-s`` 130-199 wpm, pitch ``-p`` 20-79) depends only
@@ -383,6 +385,7 @@ def synthesize_digits(n: int, out_dir: str | Path | None = None, seed: int = 0,
         out_dir: the cache folder (default ``<data dir>/spoken_digits-<seed>``, see ``data_dirs``).
         seed: chooses the texts and the voices.
         max_digits: the longest digit string.
+        progress: tqdm bars over the utterances synthesized (those not cached) and then featurized.
 
     Returns:
         ``(features, transcripts)``: float32 ``(T_i, 80)`` at 16 kHz, and the spoken texts.
@@ -403,10 +406,9 @@ def synthesize_digits(n: int, out_dir: str | Path | None = None, seed: int = 0,
         except DataError:
             cached = {}  # a damaged cache: every utterance is synthesized again and the manifest rewritten
     specs = digit_utterances(n, seed, espeak_voices(), max_digits)
-    for spec in specs:
+    missing = [s for s in specs if not (cached.get(s["file"]) == s and (folder / str(s["file"])).is_file())]
+    for spec in _bar(missing, progress, "synthesizing"):
         wav = folder / str(spec["file"])
-        if cached.get(spec["file"]) == spec and wav.is_file():
-            continue
         cmd = ["espeak-ng", "-v", str(spec["voice"]), "-s", str(spec["speed"]), "-p", str(spec["pitch"]),
                "-w", str(wav), str(spec["text"])]
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
@@ -418,4 +420,14 @@ def synthesize_digits(n: int, out_dir: str | Path | None = None, seed: int = 0,
     tmp = manifest_path.with_suffix(".tmp")
     tmp.write_text(json.dumps({"seed": seed, "utterances": entries}, indent=1))
     os.replace(tmp, manifest_path)
-    return [wav_features(folder / str(s["file"])) for s in specs], [str(s["text"]) for s in specs]
+    features = [wav_features(folder / str(s["file"])) for s in _bar(specs, progress, "features")]
+    return features, [str(s["text"]) for s in specs]
+
+
+def _bar(items: list[dict[str, object]], progress: bool, desc: str) -> Any:
+    """``items``, wrapped in a tqdm bar over utterances when ``progress`` (and there is work to show)."""
+    if not progress or not items:
+        return items
+    from tqdm import tqdm
+
+    return tqdm(items, desc=desc, unit="utterance", file=sys.stderr, dynamic_ncols=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import io
 import shutil
 import subprocess
 import sys
@@ -249,6 +250,8 @@ def test_each_recipe_parser_is_found_without_running_the_recipe(name: str) -> No
     assert {"--epochs", "--batch-size"} <= set(flags) or (name.startswith("dqn_") and "--steps" in flags), flags
     count = "--epochs" if "--epochs" in flags else "--steps"
     assert getattr(parser.parse_args([count, "3"]), count[2:]) == 3
+    # every recipe takes --progress/--no-progress; not given, the recipe decides (a bar on a terminal)
+    assert [parser.parse_args(f).progress for f in ([], ["--progress"], ["--no-progress"])] == [None, True, False]
 
 
 def test_a_recipe_main_that_never_parses_is_reported() -> None:
@@ -264,6 +267,59 @@ def test_common_flags_translate_into_the_recipe_line() -> None:
     args = argparse.Namespace(epochs=2, batch_size=None, data_dir="/data/aclImdb", out="o", parser=None)
     assert train_arguments("lstm_sentiment", parser, args, ["--hidden", "16"]) == [
         "--epochs", "2", "--data-dir", "/data/aclImdb", "--out", "o", "--hidden", "16"]
+
+
+def test_progress_flags_pass_on_only_when_given() -> None:
+    parser = recipe_parser(importlib.import_module("model_zoo.dqn_cartpole"))
+    line = [train_arguments("dqn_cartpole", parser, argparse.Namespace(epochs=None, batch_size=None, data_dir=None,
+                                                                        out=None, progress=p, parser=None), [])
+            for p in (None, True, False)]
+    assert line == [[], ["--progress"], ["--no-progress"]]
+    from neon.cli.neon_main import build_parser
+
+    assert build_parser().parse_args(["train", "char_lm", "--no-progress"]).progress is False
+
+
+class _Terminal(io.StringIO):
+    """A stderr that says it is a terminal, so tqdm draws (and recipes choose the bar)."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def test_show_progress_follows_the_flag_else_the_terminal() -> None:
+    from model_zoo.progress import show_progress
+
+    assert show_progress(None, _Terminal()) and not show_progress(None, io.StringIO())
+    assert show_progress(True, io.StringIO()) and not show_progress(False, _Terminal())
+
+
+S2S = ["--epochs", "1", "--batch-size", "32", "--", "--task", "reverse", "--n-train", "32", "--n-test", "4",
+       "--hidden", "8"]
+
+
+@pytest.mark.parametrize("flags, bar", [([], True), (["--no-progress"], False)])
+def test_train_draws_a_bar_on_a_terminal(flags: list[str], bar: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                         capsys: pytest.CaptureFixture) -> None:
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    assert neon_main(["train", "char_seq2seq", *flags, "--out", str(tmp_path), *S2S]) == 0
+    assert ("batch/s" in terminal.getvalue() or "s/batch" in terminal.getvalue()) is bar
+    assert capsys.readouterr().out.count("epoch 1/1") == 1  # the epoch's line either way
+
+
+def test_train_off_a_terminal_prints_one_line_per_epoch(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    assert neon_main(["train", "char_seq2seq", "--out", str(tmp_path), *S2S]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.count("epoch 1/1") == 1 and "epoch" not in captured.err  # no bar, no second line
+
+
+def test_dqn_shows_its_step_bar_on_a_terminal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    assert neon_main(["train", "dqn_cartpole", "--out", str(tmp_path), "--", "--steps", "40", "--eval-episodes",
+                      "1"]) == 0
+    assert "train_dqn" in terminal.getvalue() and "40/40" in terminal.getvalue()
 
 
 def test_train_runs_a_tiny_recipe_into_out(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import shutil
 import sys
@@ -174,6 +175,22 @@ def test_synthesize_three_digit_strings_and_cache_them(tmp_path: Path) -> None:
     again, texts_again = synthesize_digits(3, tmp_path, seed=5)  # cached: no file is rewritten
     assert texts_again == texts and [(tmp_path / m["file"]).stat().st_mtime_ns for m in manifest] == stamps
     np.testing.assert_array_equal(again[0], feats[0])
+
+
+@pytest.mark.skipif(shutil.which("espeak-ng") is None,
+                    reason="espeak-ng is not installed: `make venv` installs it as root (apt-get install espeak-ng)")
+def test_synthesis_shows_a_bar_over_utterances(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    for expected in (("synthesizing", "2/2", "features"), ("features",)):  # then cached: nothing to synthesize
+        terminal = Terminal()
+        monkeypatch.setattr(sys, "stderr", terminal)
+        synthesize_digits(2, tmp_path, seed=1, progress=True)
+        shown = terminal.getvalue()
+        assert all(word in shown for word in expected) and ("synthesizing" in shown) is (len(expected) == 3)
+        assert "utterance" in shown
 
 
 def test_a_cache_manifest_is_read_by_the_bounded_decoder(tmp_path: Path) -> None:
