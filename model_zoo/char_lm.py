@@ -39,7 +39,7 @@ import argparse
 import math
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -54,7 +54,14 @@ from neon.initializers import set_seed
 from neon.layers import LSTM, Affine, LookupTable
 from neon.optimizers import Adam
 
-from .char_models import CharModel, CharModelError, feedback_decode, gumbel_noise, masked_cross_entropy
+from .char_models import (
+    CharModel,
+    CharModelError,
+    feedback_decode,
+    gumbel_noise,
+    masked_cross_entropy,
+    record_vocabulary,
+)
 from .progress import add_progress_flag, show_progress
 
 LEARNING_RATE, CLIP_NORM = 3e-3, 5.0
@@ -211,6 +218,20 @@ class CharLM(CharModel):
     def config(self) -> dict[str, Any]:
         return {"class_name": "CharLM", "vocab": self.vocab.tokens, "embedding_dim": self.embedding_dim,
                 "hidden": self.hidden}
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any], input_shape: tuple[int, ...] | None, *,
+                    custom_objects: Mapping[str, type] | None = None, backend: str | None = None,
+                    **transformer_options: Any) -> CharLM:
+        """The model ``config()`` describes (vocabulary, sizes), built; ``neon.load_model`` calls it.
+
+        Raises:
+            CheckpointError: a record without a vocabulary of strings.
+        """
+        model = cls(record_vocabulary(record), embedding_dim=record.get("embedding_dim"), hidden=record.get("hidden"),
+                    seed=None, backend=backend, **transformer_options)
+        model.build()
+        return model
 
 
 @dataclass

@@ -26,9 +26,11 @@ import numpy as np
 
 import ngraph_core as ng
 from neon.callbacks import Callback, History
+from neon.data.text import Vocabulary
 from neon.layers import Layer
 from neon.layers.cells import RNNCell
-from neon.saving import read_checkpoint, variable_keys
+from neon.layers.serialization import short_repr
+from neon.saving import CheckpointError, read_checkpoint, variable_keys
 from neon.training import TrainingOwner, bind_optimizer, default_backend, fit_loop
 
 
@@ -261,4 +263,18 @@ class CharModel(TrainingOwner):
         self.restore(path, read_checkpoint(Path(path)), optimizer_state)
 
 
-__all__ = ["CharModel", "CharModelError", "feedback_decode", "gumbel_noise", "masked_cross_entropy"]
+def record_vocabulary(record: Mapping[str, Any]) -> Vocabulary:
+    """The vocabulary a checkpoint record lists (``vocab``: every token in id order, specials included).
+
+    Raises:
+        CheckpointError: no list of distinct strings (``neon.load_model`` names the file).
+    """
+    tokens = record.get("vocab")
+    if not isinstance(tokens, list) or not tokens or not all(isinstance(t, str) for t in tokens):
+        raise CheckpointError(f"expected the record's vocab as a list of strings, received {short_repr(tokens)}; "
+                              "hint: the checkpoint's meta was edited or damaged")
+    return Vocabulary(tokens, specials=())
+
+
+__all__ = ["CharModel", "CharModelError", "feedback_decode", "gumbel_noise", "masked_cross_entropy",
+           "record_vocabulary"]

@@ -50,7 +50,7 @@ import datetime
 import string
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -67,7 +67,7 @@ from neon.layers import LSTM, Affine, LookupTable
 from neon.metrics import CER
 from neon.optimizers import Adam
 
-from .char_models import CharModel, CharModelError, feedback_decode, masked_cross_entropy
+from .char_models import CharModel, CharModelError, feedback_decode, masked_cross_entropy, record_vocabulary
 from .progress import add_progress_flag, show_progress
 
 PAD, BOS, EOS = "<pad>", "<s>", "</s>"
@@ -329,6 +329,20 @@ class Seq2Seq(CharModel):
     def config(self) -> dict[str, Any]:
         return {"class_name": "Seq2Seq", "vocab": self.vocab.tokens, "embedding_dim": self.embedding_dim,
                 "hidden": self.hidden}
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any], input_shape: tuple[int, ...] | None, *,
+                    custom_objects: Mapping[str, type] | None = None, backend: str | None = None,
+                    **transformer_options: Any) -> Seq2Seq:
+        """The model ``config()`` describes (vocabulary, sizes), built; ``neon.load_model`` calls it.
+
+        Raises:
+            CheckpointError: a record without a vocabulary of strings.
+        """
+        model = cls(record_vocabulary(record), embedding_dim=record.get("embedding_dim"), hidden=record.get("hidden"),
+                    seed=None, backend=backend, **transformer_options)
+        model.build()
+        return model
 
 
 class PairBatches:

@@ -47,6 +47,7 @@ from .costs import CrossEntropyBinary
 from .data import DataError, dataset_shapes
 from .layers import Layer, training_mode
 from .layers.base import name_children
+from .layers.serialization import deserialize_layer, serialize_layer
 from .model import ModelError
 from .saving import CheckpointError, read_checkpoint, variable_keys
 from .training import (
@@ -324,7 +325,34 @@ class GAN(TrainingOwner):
         """Both networks' weights, both optimizers' state, the epoch and the history, to HDF5 (atomic)."""
         if self.sample_shape is None:
             raise ModelError("GAN.save_params: the GAN has no variables yet")
-        self.save(path, self.sample_shape, [{"class_name": "GAN", "noise_dim": self.noise_dim}])
+        self.save(path, self.sample_shape, [{"class_name": "GAN", "noise_dim": self.noise_dim,
+                                             "generator": serialize_layer(self.generator),
+                                             "discriminator": serialize_layer(self.discriminator)}])
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any], input_shape: tuple[int, ...] | None, *,
+                    custom_objects: Mapping[str, type] | None = None, backend: str | None = None,
+                    **transformer_options: Any) -> GAN:
+        """The GAN ``save_params`` described: both networks from their layer configs, built for ``input_shape``.
+
+        Raises:
+            CheckpointError: a file written before GAN checkpoints recorded the networks' configs,
+                or without a sample shape.
+
+        Example:
+            >>> gan = neon.load_model("out/dcgan_mnist/dcgan_mnist.h5")   # calls this
+        """
+        networks = [record.get(key) for key in ("generator", "discriminator")]
+        if not all(isinstance(n, dict) for n in networks) or input_shape is None:
+            raise CheckpointError("expected a GAN checkpoint recording its generator's and discriminator's layer "
+                                  "configs and a sample shape, received one without them (written by an older "
+                                  "GAN.save_params); hint: build the GAN with its generator and discriminator, then "
+                                  "gan.load_params(path)")
+        custom = dict(custom_objects or {})
+        generator, discriminator = (deserialize_layer(n, custom_objects=custom, memo={}) for n in networks)
+        gan = cls(generator, discriminator, noise_dim=record.get("noise_dim"), backend=backend, **transformer_options)
+        gan.build(tuple(input_shape))
+        return gan
 
     def random_streams(self) -> dict[str, Any]:
         """``TrainingOwner.random_streams`` plus the training noise generator's state."""

@@ -21,8 +21,14 @@ they would hold must each have at most ``max_elements`` elements, together at mo
 written in (they replace every value, so no initializer ever runs). A config that disagrees with
 its weights thus costs no more memory than the weights themselves.
 
-Checkpoints of other owners (a ``GAN``, the character models of ``model_zoo``) record no layer
-configs; loading one is a ``CheckpointError`` that says which class wrote it and how to load it.
+**Other model classes.** A ``GAN``, a ``DQNAgent`` and ``model_zoo``'s ``Seq2Seq`` and ``CharLM``
+write their own first model record (``{"class_name": "GAN", "noise_dim", "generator", ...}``).
+Each such class registers itself (``TrainingOwner.from_record``, ``neon.registry``) and is found
+by the record's name; its record passes the same size checks (its layer configs, and its own
+size fields such as ``hidden`` or ``noise_dim``), ``from_record`` builds it for its shapes only,
+and its variables are checked against the bounds and the stored weights before any is written.
+A file of an older format, or of a class that cannot rebuild itself, is a ``CheckpointError``
+saying how to load it in code.
 
 Example:
     >>> model = load_model("out/mnist_mlp.h5")
@@ -44,28 +50,29 @@ from .inputs import KINDS
 from .layers import Layer, LayerError, deserialize_layer, layer_classes
 from .layers.serialization import short_repr
 from .model import Model, ModelError
+from .registry import model_class, model_classes
 from .saving import CheckpointData, CheckpointError, check_entries, read_checkpoint
+from .training import TrainingOwner
 
 __all__ = ["MAX_ELEMENTS", "MAX_PARAMETERS", "MAX_STEPS", "check_config_sizes", "load_model"]
 
-_OTHER_OWNERS = {  # checkpoints whose first model record is not a layer: who wrote them, and how to load them
-    "GAN": "build the GAN with its generator and discriminator, then gan.load_params(path)",
-    "Seq2Seq": "model_zoo.char_seq2seq.Seq2Seq(...).load_params(path)",
-    "CharLM": "model_zoo.char_lm.CharLM(...).load_params(path)",
-}
 MAX_ELEMENTS = 2**31  # default bound of one variable, one size field and one input sample (8 GiB of float32)
 MAX_PARAMETERS = 2**31  # default bound of all the variables' elements together
 MAX_STEPS = 2**20  # time steps of one sequence sample: a recurrent reduction builds an index array of them
 POSITIVE_FIELDS = ("nout", "vocab_size", "embedding_dim", "fshape", "strides", "dilation", "depth", "groups",
-                   "shape")  # size-like config fields: ints >= 1 (one, or a list of them)
+                   "shape", "hidden", "noise_dim", "n_actions")  # size-like config fields: ints >= 1 (or lists)
 PADDING_FIELDS = ("padding", "output_padding")  # ints >= 0 (or "same"/"valid", or (before, after) pairs)
 _EDITED = "hint: the file's layer configs were edited or damaged"
 
 
 def load_model(path: str | Path, *, custom_objects: dict[str, type[Layer]] | None = None, backend: str | None = None,
                max_elements: int = MAX_ELEMENTS, max_parameters: int = MAX_PARAMETERS,
-               **transformer_options: Any) -> Model:
-    """Rebuild the ``Model`` saved by ``Model.save_params``: layers, weights, epoch and history.
+               **transformer_options: Any) -> TrainingOwner:
+    """Rebuild the model a ``save_params`` wrote: layers, weights, epoch and history.
+
+    A ``Model`` file gives a ``Model``; a file of another registered model class (``GAN``,
+    ``DQNAgent``, ``model_zoo``'s ``Seq2Seq`` and ``CharLM``) gives that class, rebuilt by its
+    ``from_record`` under the same size checks. The optimizer state stays in the file.
 
     Args:
         path: the checkpoint (HDF5).
@@ -79,11 +86,12 @@ def load_model(path: str | Path, *, custom_objects: dict[str, type[Layer]] | Non
         **transformer_options: passed to ``ng.transformers.make_transformer`` (``seed``...).
 
     Returns:
-        a built model holding the saved weights; ``predict`` gives what the saved model gave.
+        a built model holding the saved weights (a ``Model``: ``predict`` gives what the saved model
+        gave; a ``GAN``: ``generate``; a ``DQNAgent``: ``act``...).
 
     Raises:
         CheckpointError: naming the file — missing, unreadable or damaged; written by something
-            other than ``Model.save_params`` (a GAN, a character model); without layer configs
+            by a class that does not rebuild itself or an older format of one; without layer configs
             or an input shape; configs that do not rebuild; a size field, input sample or variable
             over the bounds; configs whose variables do not have the stored weights' shapes (all
             checked before any variable is allocated).
@@ -100,6 +108,10 @@ def load_model(path: str | Path, *, custom_objects: dict[str, type[Layer]] | Non
                              f"hint: e.g. {what}=2**32")
     path = Path(path)
     data = read_checkpoint(path)
+    owner = _owner_class(data, custom_objects)
+    if owner is not None:
+        return _load_owner(path, data, owner, custom_objects, backend, max_elements, max_parameters,
+                           transformer_options)
     layers = _rebuild_layers(path, data, custom_objects, max_elements)
     if data.input_shape is None:
         raise CheckpointError(f"{path}: records no input shape, so the model cannot be built; hint: build the model "
@@ -118,6 +130,40 @@ def load_model(path: str | Path, *, custom_objects: dict[str, type[Layer]] | Non
     return model
 
 
+def _owner_class(data: CheckpointData, custom_objects: dict[str, type[Layer]] | None) -> type[TrainingOwner] | None:
+    """The registered model class the file's first record names (a layer class name wins: a Model file)."""
+    record = data.model[0] if data.model else None
+    name = record.get("class_name") if isinstance(record, dict) else None
+    if not isinstance(name, str) or name in layer_classes() or name in (custom_objects or {}):
+        return None
+    return model_class(name)
+
+
+def _load_owner(path: Path, data: CheckpointData, cls: type[TrainingOwner], custom_objects: Any,
+                backend: str | None, max_elements: int, max_parameters: int,
+                options: dict[str, Any]) -> TrainingOwner:
+    """A registered model class's file: sizes checked, built shapes only, variables checked, then the weights."""
+    record = data.model[0]
+    name = record["class_name"]
+    # the record's own fields (hidden, noise_dim...) and every layer config inside it, as check_config_sizes reads them
+    check_config_sizes(path, {"class_name": name, "config": {k: v for k, v in record.items() if k != "class_name"}},
+                       max_elements)
+    if data.input_shape is not None:
+        _check_input_shape(path, data.input_shape, "dense", max_elements)
+    try:  # the variables' shapes; no initial value is filled, no computation runs
+        with shapes_only():
+            owner = cls.from_record(record, data.input_shape, custom_objects=custom_objects, backend=backend,
+                                    **options)
+    except CheckpointError as exc:
+        raise CheckpointError(f"{path}: {exc}") from exc
+    except (ng.NgraphError, TypeError, ValueError, KeyError) as exc:
+        raise CheckpointError(f"{path}: expected a {name} record that rebuilds the model, received one that does not "
+                              f"({short_repr(str(exc))}); {_EDITED}") from exc
+    _check_variables(path, owner, data.params, max_elements, max_parameters)
+    owner.restore(path, data, optimizer_state=False)  # the weights (every value), epoch, history and random streams
+    return owner
+
+
 def _rebuild_layers(path: Path, data: CheckpointData, custom_objects: dict[str, type[Layer]] | None,
                     max_elements: int) -> Layer:
     """The layers from the file's first model record, or a ``CheckpointError`` saying why not."""
@@ -126,12 +172,10 @@ def _rebuild_layers(path: Path, data: CheckpointData, custom_objects: dict[str, 
         raise CheckpointError(f"{path}: expected the layers' config as the first model record, received "
                               f"{_describe(record)}; hint: load_model reads files written by Model.save_params")
     name = record["class_name"]
-    if name in _OTHER_OWNERS:
-        raise CheckpointError(f"{path}: expected a Model checkpoint, received one written by {name}; hint: "
-                              f"{_OTHER_OWNERS[name]}")
     if name not in {**layer_classes(), **(custom_objects or {})}:
-        raise CheckpointError(f"{path}: expected a layer class as the top layer, received {name!r}; hint: import the "
-                              "module that defines it, or pass custom_objects={name: cls}")
+        raise CheckpointError(f"{path}: expected a layer class as the top layer or a model class among "
+                              f"{sorted(model_classes())}, received {name!r}; hint: import the module that defines "
+                              "it (a model class registers itself), or pass custom_objects={name: cls} for a layer")
     if "config" not in record:
         raise CheckpointError(f"{path}: the {name} layers were saved without their config (their get_config "
                               "failed at save time); hint: build the model in code and call model.load_params(path)")
@@ -206,7 +250,7 @@ def _check_input_shape(path: Path, shape: tuple[int, ...], kind: str, max_elemen
                               "damaged (the steps are only the saved sample's: a loaded model takes any length)")
 
 
-def _check_variables(path: Path, model: Model, stored: dict[str, np.ndarray], max_elements: int,
+def _check_variables(path: Path, model: TrainingOwner, stored: dict[str, np.ndarray], max_elements: int,
                      max_parameters: int) -> None:
     """The variables the configs built (shapes only) against the bounds and the stored weights' shapes."""
     params, _ = model.checkpoint_keys()

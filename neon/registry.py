@@ -1,7 +1,9 @@
 """Finding neon objects by name: subclasses by class name, and ``get``-style lookups.
 
 Activations, initializers and layers are found from a name (``"relu"``, ``"GlorotUniform"``)
-or a ``{"class_name", "config"}`` dict; this module holds that logic once.
+or a ``{"class_name", "config"}`` dict; this module holds that logic once. Model classes
+(``Model``'s siblings: ``GAN``, ``DQNAgent``, the character models) register themselves under the
+name their checkpoints record, so ``neon.load_model`` can rebuild any file the project writes.
 """
 
 from __future__ import annotations
@@ -45,3 +47,59 @@ def lookup(identifier: Any, base: type[T], aliases: dict[str, type[T]], error: t
             )
         return cls.from_config(dict(identifier.get("config", {})))  # type: ignore[attr-defined]
     raise error(f"{where}: expected {hint}, received {identifier!r}")
+
+
+# -- model classes --------------------------------------------------------------------------------
+# Every class that can rebuild itself from its checkpoint record (``TrainingOwner.from_record``)
+# registers here when its module is imported (``TrainingOwner.__init_subclass__``), under the
+# ``class_name`` its ``save_params`` writes; ``neon.load_model`` looks a file's record up here.
+_MODEL_CLASSES: dict[str, type] = {}
+
+# where the project's own model classes are defined: imported (a fixed list, never a name read
+# from a file) when a record names a class not registered yet, so any file the project writes loads
+MODEL_MODULES = ("neon.gan", "neon.rl.dqn", "model_zoo.char_seq2seq", "model_zoo.char_lm")
+
+
+def register_model_class(cls: type[T], name: str | None = None) -> type[T]:
+    """Register ``cls`` as the class that rebuilds checkpoints whose model record is ``name`` (its class name).
+
+    A later class of the same name replaces an earlier one (a module reloaded), except that a
+    user's class never replaces one of neon's or model_zoo's.
+
+    Example:
+        >>> register_model_class(MyAgent)   # TrainingOwner subclasses with a from_record do this themselves
+    """
+    key = name or cls.__name__
+    known = _MODEL_CLASSES.get(key)
+    ours = ("neon.", "model_zoo.")
+    if known is None or not known.__module__.startswith(ours) or cls.__module__.startswith(ours):
+        _MODEL_CLASSES[key] = cls
+    return cls
+
+
+def model_class(name: str) -> type | None:
+    """The registered model class for a checkpoint record's ``class_name``, or None.
+
+    The project's own model modules (``MODEL_MODULES``) are imported on the first miss, so
+    ``neon.load_model`` finds ``GAN``, ``DQNAgent``, ``Seq2Seq`` and ``CharLM`` without the caller
+    importing them first.
+
+    Example:
+        >>> model_class("GAN")
+        <class 'neon.gan.GAN'>
+    """
+    if name not in _MODEL_CLASSES:
+        from importlib import import_module
+
+        for module in MODEL_MODULES:
+            try:
+                import_module(module)
+            except ImportError:  # an optional dependency of one recipe: the others still register
+                continue
+    return _MODEL_CLASSES.get(name)
+
+
+def model_classes() -> dict[str, type]:
+    """Every registered model class by record name (after importing ``MODEL_MODULES``)."""
+    model_class("")
+    return dict(_MODEL_CLASSES)

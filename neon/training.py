@@ -38,6 +38,7 @@ import ngraph_core as ng
 from .callbacks import Callback, History, ProgressBar, TerminateOnNaN
 from .data import batch_length, count_batches
 from .distributed import average_metrics, broadcast_variables, communicator, is_distributed, is_writer
+from .registry import register_model_class
 from .saving import (
     CheckpointData,
     CheckpointError,
@@ -223,6 +224,34 @@ class TrainingOwner:
     epoch: int = 0
     history: History
     stop_training: bool = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        # a class that can rebuild itself from its checkpoint record registers itself for load_model
+        super().__init_subclass__(**kwargs)
+        if "from_record" in cls.__dict__:
+            register_model_class(cls)
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any], input_shape: tuple[int, ...] | None, *,
+                    custom_objects: Mapping[str, type] | None = None, backend: str | None = None,
+                    **transformer_options: Any) -> TrainingOwner:
+        """A new model, built, from the first model record its ``save_params`` wrote (no weights yet).
+
+        ``neon.load_model`` calls it inside ``neon.initializers.shapes_only()`` after checking the
+        record's sizes, then checks the variables against the bounds and the stored weights before
+        writing them: an override must build the variables and must not run a computation.
+
+        Args:
+            record: the plain data ``save_params`` wrote (``{"class_name": ..., ...}``).
+            input_shape: one sample's shape as the file records it.
+            custom_objects: layer classes defined outside neon, by class name.
+            backend, **transformer_options: for the new model's transformer.
+
+        Raises:
+            CheckpointError: a record this class cannot rebuild from (the hint says how to load it).
+        """
+        raise CheckpointError(f"expected a model class that rebuilds from its checkpoint, received {cls.__name__}, "
+                              f"which does not; hint: build the {cls.__name__} in code and call load_params(path)")
 
     def caches(self) -> list[Any]:
         """The computation caches on the transformer (emptied by ``close``)."""

@@ -1,11 +1,13 @@
 """``info``: what a saved model (or graph) holds — layers, parameters, ops, and the inference memory plan.
 
-For a model: its layers (``Model.summary()`` where the model has one, else a listing of the
+For a ``Model``: its layers (``Model.summary()`` where the model has one, else a listing of the
 layers that own variables), the trainable parameter count (and all variables, running
 averages included), the ops of the inference graph for ``--batch-size`` samples as built and
 after the pass pipeline, and that computation's memory plan (``Computation.memory_report``):
 the arena against the bytes every temporary would take without reuse. For a graph document:
-its ops by kind, variables and placeholders.
+its ops by kind, variables and placeholders. For another model class ``load_model`` rebuilds (a
+``GAN``, a ``DQNAgent``, a character model): its class, epoch and sample shape, one line per
+layer owning variables (by checkpoint key), and the parameter counts (``owner_info``).
 
 Example:
     >>> parameter_counts(load_model("m.h5"))
@@ -25,10 +27,12 @@ from typing import Any
 import ngraph_core as ng
 
 from ..model import Model
+from ..training import TrainingOwner
 from .common import positive_int
 from .sources import load_source
 
-__all__ = ["add_info_arguments", "format_bytes", "graph_info", "model_info", "parameter_counts", "run_info"]
+__all__ = ["add_info_arguments", "format_bytes", "graph_info", "model_info", "owner_info", "parameter_counts",
+           "run_info"]
 
 
 def add_info_arguments(parser: argparse.ArgumentParser) -> None:
@@ -41,7 +45,12 @@ def add_info_arguments(parser: argparse.ArgumentParser) -> None:
 def run_info(args: argparse.Namespace) -> int:
     """The ``info`` subcommand: print ``model_info`` (or ``graph_info``) of ``args.path``; exit code 0."""
     source = load_source(args.path)
-    lines = model_info(source, args.batch_size) if isinstance(source, Model) else graph_info(source)
+    if isinstance(source, Model):
+        lines = model_info(source, args.batch_size)
+    elif isinstance(source, TrainingOwner):
+        lines = owner_info(source)
+    else:
+        lines = graph_info(source)
     print(f"{args.path}:")
     print("\n".join(lines))
     return 0
@@ -88,6 +97,37 @@ def model_info(model: Model, batch_size: int = 1) -> list[str]:
                  f"({report.reuse_ratio:.2f}x); peak live {size(report.peak_live_bytes)}; {report.buffers} buffers, "
                  f"{report.in_place} in place; variables {size(report.persistent_bytes)}, kernel workspace "
                  f"{size(report.workspace_bytes)}")
+    return lines
+
+
+def owner_info(owner: TrainingOwner) -> list[str]:
+    """The lines ``info`` prints for a model class other than ``Model`` (``GAN``, ``DQNAgent``, ``Seq2Seq``...).
+
+    Its layers are read from its checkpoint keys (``generator/Conv_0/...``): one line per layer
+    owning variables, with its parameters; then the counts. Optimizer state is not listed
+    (``load_model`` leaves it in the file).
+
+    Example:
+        >>> owner_info(load_model("out/dcgan_mnist/dcgan_mnist.h5"))[0]
+        'GAN: epoch 5, samples of shape (1, 28, 28)'
+    """
+    params, _ = owner.checkpoint_keys()
+    shape = getattr(owner, "sample_shape", None) or getattr(owner, "obs_shape", None)
+    header = f"{type(owner).__name__}: epoch {owner.epoch}"
+    lines = [header + (f", samples of shape {tuple(shape)}" if shape else "")]
+    owners: dict[str, list[tuple[str, ng.Op]]] = {}
+    for key, var in params.items():
+        layer, _, name = key.rpartition("/")
+        owners.setdefault(layer or "(model)", []).append((name, var))
+    width = max((len(p) for p in owners), default=5)
+    lines.append(f"{'layer':<{width}}  {'parameters':>12}  variables")
+    for layer, variables in owners.items():
+        shapes = ", ".join(f"{name}{_axes(v)}" for name, v in variables)
+        lines.append(f"{layer:<{width}}  {sum(_size(v) for _, v in variables):>12,}  {shapes}")
+    trainable = [v for v in params.values() if "trainable" in v.meta.labels]
+    total = sum(_size(v) for v in params.values())
+    lines.append(f"parameters: {sum(_size(v) for v in trainable):,} trainable ({total:,} in all {len(params)} "
+                 "variables)")
     return lines
 
 

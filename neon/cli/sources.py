@@ -2,7 +2,8 @@
 
 The kind is told by the file's first bytes, then its name: JSON text (or a ``.json`` file) is a
 graph (``ng.deserialize``); an HDF5 signature (or a ``.h5``/``.hdf5`` file, so that a damaged one
-gets the checkpoint reader's message) is a model, rebuilt with ``neon.loading.load_model``.
+gets the checkpoint reader's message) is a model, rebuilt with ``neon.loading.load_model`` — a
+``Model``, or another model class that registers itself (a ``GAN``, a ``DQNAgent``, ``Seq2Seq``...).
 
 Example:
     >>> source = load_source("out/mnist_mlp.h5")     # a Model
@@ -19,6 +20,7 @@ import ngraph_core as ng
 from ..loading import load_model
 from ..model import Model
 from ..saving import HDF5_SIGNATURE
+from ..training import TrainingOwner
 from .common import CommandError
 
 __all__ = ["graph_source", "load_source", "select_in"]
@@ -27,15 +29,15 @@ _PROBE_BYTES = 1024  # an HDF5 signature sits at 0 or after a 512-byte user bloc
 _MODEL_SUFFIXES = (".h5", ".hdf5")
 
 
-def load_source(path: str | Path) -> Model | list[ng.Op]:
-    """A saved model as a ``Model``, or a saved graph as its list of root ops.
+def load_source(path: str | Path) -> TrainingOwner | list[ng.Op]:
+    """A saved model (a ``Model``, a ``GAN``...), or a saved graph as its list of root ops.
 
     Args:
-        path: an HDF5 checkpoint written by ``Model.save_params``, or a JSON graph written by
+        path: an HDF5 checkpoint written by a model's ``save_params``, or a JSON graph written by
             ``ng.serialize``.
 
     Returns:
-        the ``Model``, or the graph's roots.
+        the model, or the graph's roots.
 
     Raises:
         FileNotFoundError: no such file.
@@ -63,9 +65,10 @@ def load_source(path: str | Path) -> Model | list[ng.Op]:
                        f"ng.serialize), received a file that is neither ({len(head)} bytes read); hint: check the path")
 
 
-def graph_source(source: Model | list[ng.Op]) -> Any:
+def graph_source(source: TrainingOwner | list[ng.Op]) -> Any:
     """What ``ng.viz.render`` and ``ng.select`` take for ``source``: the model itself when it exposes its
-    graph (``__ngraph_ops__``), else its inference graph for one sample (the graph ``predict`` runs).
+    graph (``__ngraph_ops__``), else its inference graph for one sample (the graph ``predict`` runs);
+    for another model class (a ``GAN``...), its variables.
 
     Example:
         >>> ng.viz.render(graph_source(load_source("m.h5")), "m.svg")
@@ -73,10 +76,12 @@ def graph_source(source: Model | list[ng.Op]) -> Any:
     if isinstance(source, Model) and not hasattr(source, "__ngraph_ops__"):
         _, y_hat = source._inference(1)
         return [y_hat]
+    if isinstance(source, TrainingOwner) and not isinstance(source, Model):
+        return list(source.checkpoint_keys()[0].values())
     return source
 
 
-def select_in(source: Model | list[ng.Op], query: str) -> Any:
+def select_in(source: TrainingOwner | list[ng.Op], query: str) -> Any:
     """The ``Selection`` of ``query`` over a model (``Model.select``) or a graph (``ng.select``).
 
     Raises:

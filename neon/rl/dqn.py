@@ -24,6 +24,7 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -33,11 +34,11 @@ import ngraph_core as ng
 
 from ..callbacks import History
 from ..containers import Sequential
-from ..initializers import set_seed
+from ..initializers import filling_shapes_only, set_seed
 from ..layers import Layer, training_mode
 from ..layers.serialization import deserialize_layer, serialize_layer
 from ..optimizers import Adam
-from ..saving import read_checkpoint, variable_keys
+from ..saving import CheckpointError, read_checkpoint, variable_keys
 from ..training import ComputationCache, TrainingOwner, bind_optimizer, default_backend
 from .replay import Batch
 
@@ -143,7 +144,8 @@ class DQNAgent(TrainingOwner):
         self._network(self.online, 1)  # the first calls build both networks' variables
         self._network(self.target, 1)
         bind_optimizer(self.optimizer, self.online.variables)
-        self.sync_target()  # both start equal
+        if not filling_shapes_only():  # load_model builds shapes only, checks them, then writes every weight
+            self.sync_target()  # both start equal
 
     # -- graphs ---------------------------------------------------------------------------------------
     def _obs(self, n: int, name: str) -> ng.Op:
@@ -322,7 +324,40 @@ class DQNAgent(TrainingOwner):
         """
         self.epoch = self.updates
         self.save(path, self.obs_shape, [{"class_name": "DQNAgent", "n_actions": self.n_actions,
-                                          "online": serialize_layer(self.online)}])
+                                          "online": serialize_layer(self.online), "gamma": self.gamma,
+                                          "double": self.double, "huber_delta": self.huber_delta,
+                                          "batch_size": self.batch_size, "obs_scale": self.obs_scale}])
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any], input_shape: tuple[int, ...] | None, *,
+                    custom_objects: Mapping[str, type] | None = None, backend: str | None = None,
+                    **transformer_options: Any) -> DQNAgent:
+        """The agent ``save_params`` described: the online network from its config (the target is its
+        copy), the observation shape, the action count and the update's settings. The optimizer is a
+        default ``Adam``: the saved one's settings are not recorded, so its state is not restored.
+
+        Raises:
+            CheckpointError: a record without the online network or without an observation shape.
+
+        Example:
+            >>> agent = neon.load_model("out/dqn_cartpole/dqn_cartpole.h5")   # calls this
+        """
+        online = record.get("online")
+        if not isinstance(online, dict) or input_shape is None:
+            raise CheckpointError("expected a DQNAgent checkpoint recording its online network's layer config and "
+                                  "the observation shape, received one without them; hint: build the agent in "
+                                  "code and call agent.load_params(path)")
+        layers = deserialize_layer(online, custom_objects=dict(custom_objects or {}), memo={})
+        settings = {key: record[key] for key in ("gamma", "double", "huber_delta", "batch_size", "obs_scale")
+                    if key in record}
+        seed = transformer_options.pop("seed", 0)
+        return cls(layers.layers if isinstance(layers, Sequential) else layers, obs_shape=tuple(input_shape),
+                   n_actions=record.get("n_actions"), seed=seed, backend=backend, **settings)
+
+    def restore(self, path: str | Path, data: Any = None, optimizer_state: bool = True) -> None:
+        """``TrainingOwner.restore``, then ``updates`` from the restored ``epoch`` (``save_params`` writes it so)."""
+        super().restore(path, data, optimizer_state)
+        self.updates = self.epoch
 
     def load_params(self, path: str | Path, optimizer_state: bool = True) -> None:
         """Load ``save_params``' file into this agent (same layers).
@@ -334,7 +369,6 @@ class DQNAgent(TrainingOwner):
             >>> agent.load_params("dqn.h5")
         """
         self.restore(path, read_checkpoint(Path(path)), optimizer_state)
-        self.updates = self.epoch
 
     def __repr__(self) -> str:
         return (f"DQNAgent(online={self.online!r}, n_actions={self.n_actions}, gamma={self.gamma}, "

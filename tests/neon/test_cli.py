@@ -169,11 +169,36 @@ def test_a_missing_file_and_a_file_of_another_kind(tmp_path: Path, capsys: pytes
     assert "complete JSON text" in capsys.readouterr().err
 
 
-def test_a_checkpoint_of_another_owner_says_how_to_load_it(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+def test_an_older_gan_checkpoint_says_how_to_load_it(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     path = tmp_path / "gan.h5"
     write_checkpoint(path, CheckpointData(model=[{"class_name": "GAN", "noise_dim": 4}], input_shape=(4,)))
     assert neon_main(["info", str(path)]) == 1
-    assert "received one written by GAN; hint: build the GAN" in capsys.readouterr().err
+    assert "written by an older GAN.save_params); hint: build the GAN" in capsys.readouterr().err
+
+
+def test_info_describes_every_model_class_the_recipes_save(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """A GAN, a DQN agent and a char seq2seq file: class, epoch, sample shape, layers and parameters."""
+    from model_zoo.char_seq2seq import Seq2Seq, task_vocabulary
+    from neon.activations import Logistic, Tanh
+    from neon.gan import GAN
+    from neon.rl import DQNAgent
+
+    gan = GAN([Affine(6, bias=Constant(0.0), activation=Tanh())], [Affine(1, activation=Logistic())], noise_dim=3)
+    gan.build((6,))
+    owners = {"gan": gan, "dqn": DQNAgent([Affine(2, bias=Constant(0.0))], obs_shape=(3,), n_actions=2),
+              "s2s": Seq2Seq(task_vocabulary("reverse"), embedding_dim=4, hidden=8)}
+    expected = {"gan": ["GAN: epoch 0, samples of shape (6,)", "generator/Affine_0/Linear_0", "W[Affine_0:6, Z:3]",
+                        "parameters: 30 trainable (30 in all 3 variables)"],
+                "dqn": ["DQNAgent: epoch 0, samples of shape (3,)", "online/Affine_0/Linear_0", "target/Affine_0",
+                        "parameters: 16 trainable"],
+                "s2s": ["Seq2Seq: epoch 0", "encoder/LSTMCell_0", "parameters: 1,325 trainable"]}
+    for name, owner in owners.items():
+        owner.save_params(tmp_path / f"{name}.h5")
+        assert neon_main(["info", str(tmp_path / f"{name}.h5")]) == 0, capsys.readouterr().err
+        out = capsys.readouterr().out
+        assert all(line in out for line in expected[name]), out
+    assert ngraph_main(["select", str(tmp_path / "gan.h5"), "variable"]) == 0
+    assert "generator/Affine_0/Linear_0/W" in capsys.readouterr().out
 
 
 def test_ctrl_c_exits_130_without_a_traceback(saved_model: Path, monkeypatch: pytest.MonkeyPatch,
