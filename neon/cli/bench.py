@@ -8,6 +8,12 @@ percentiles of one request (median, average, p90, p99, min, max) and the through
 (samples) per second. ``-pc`` then runs a profiled executor and prints the per-layer
 performance counters (``ng.inference.format_counters``).
 
+**The batch.** A model is built for ``--batch`` (default 1). A graph document (``ngraph
+convert``'s output) and a deployable file have their shapes fixed: their batch is the length of
+their inputs' batch axis ``N`` (a graph converted with ``--dim N=8`` is batch 8; a graph without
+an ``N`` axis counts one sample per request), and a ``--batch`` that differs is refused. The
+throughput is ``batch`` samples per request: requests completed x batch / duration.
+
 Example:
     $ ngraph bench out/mnist_mlp.h5 --batch 1 --requests 4 --time 10
     $ ngraph bench mnist_int8.ngi --time 5 -pc
@@ -28,10 +34,11 @@ import numpy as np
 
 import ngraph_core as ng
 
-from .common import UsageError, positive_int
+from ..model import Model
+from .common import CommandError, UsageError, positive_int
 from .sources import load_source
 
-__all__ = ["BenchResult", "add_bench_arguments", "bench", "format_bench", "load_compiled", "run_bench"]
+__all__ = ["BenchResult", "add_bench_arguments", "bench", "format_bench", "graph_batch", "load_compiled", "run_bench"]
 
 PC_RUNS = 20  # profiled runs behind -pc: enough for steady per-op times, short for a big model
 
@@ -52,7 +59,8 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("path", help="a model (.h5 from Model.save_params), a graph (.json from ng.serialize) or a "
                                      "deployable file (CompiledModel.save)")
     parser.add_argument("--batch", "-b", type=positive_int, default=None,
-                        help="samples per request (default 1; a deployable file keeps its own)")
+                        help="samples per request (default 1; a graph document or a deployable file has its own: "
+                             "its inputs' N axis)")
     parser.add_argument("--requests", "-nireq", type=positive_int, default=4,
                         help="inference requests running at once, one thread each (default 4)")
     parser.add_argument("--time", "-t", type=positive_seconds, default=10.0,
@@ -72,7 +80,8 @@ def load_compiled(path: str | Path, batch: int | None = None, precision: str | N
 
     Args:
         path: a deployable file (a zip from ``CompiledModel.save``), a ``.h5`` model or a ``.json`` graph.
-        batch: the batch to compile for (default 1); must match a deployable file's.
+        batch: the batch to compile for (default 1); must match a deployable file's or a graph
+            document's (the length of its inputs' batch axis ``N``).
         precision: ``fp32``/``fp16``/``int8`` (default fp32); must match a deployable file's.
         calibration: int8 only: a ``.npy`` of batch-first samples (default: random samples).
 
@@ -80,8 +89,9 @@ def load_compiled(path: str | Path, batch: int | None = None, precision: str | N
         the ``CompiledModel``.
 
     Raises:
-        UsageError: ``--batch`` or ``--precision`` differ from a deployable file's, or a
-            calibration file that does not fit the model's input.
+        UsageError: ``--batch`` or ``--precision`` differ from a deployable file's, ``--batch``
+            differs from a graph document's, or a calibration file that does not fit the model's input.
+        CommandError: a graph document whose inputs' batch axes differ in length.
         NgraphError: a file that cannot be read (``DeployError``, ``CheckpointError``...).
 
     Example:
@@ -99,12 +109,44 @@ def load_compiled(path: str | Path, batch: int | None = None, precision: str | N
         return compiled
     source = load_source(path)
     if isinstance(source, list):  # a graph document: compile_for_inference reads the text itself
+        batch = graph_batch(path, source, batch)
         source = path.read_text(encoding="utf-8")
+    elif not isinstance(source, Model):
+        raise CommandError(f"bench: expected a Model checkpoint, a graph document or a deployable file, received "
+                           f"{path}, a {type(source).__name__} checkpoint; hint: bench serves one network: save it "
+                           "as a Model (e.g. Model(gan.generator)) or a graph document (ng.serialize)")
     precision, batch = precision or "fp32", batch or 1
     data = None
     if precision == "int8":
         data = [_calibration_batch(source, path, batch, calibration)]
     return ng.inference.compile_for_inference(source, precision=precision, calibration=data, batch_size=batch)
+
+
+def graph_batch(path: str | Path, roots: list[ng.Op], asked: int | None) -> int:
+    """A graph document's batch: the length of its inputs' batch axis ``N`` (1 when none has one).
+
+    Its shapes are fixed when it is written (``ngraph convert --dim N=8``), so ``asked`` (``--batch``)
+    can only repeat it.
+
+    Raises:
+        UsageError: ``asked`` differs from the graph's batch.
+        CommandError: inputs whose batch axes differ in length.
+
+    Example:
+        >>> graph_batch("affine.ngraph", ng.deserialize(text), None)   # converted with --dim N=8
+        8
+    """
+    inputs = [op for op in ng.ordered_ops(roots) if op.op is ng.OpType.PLACEHOLDER]
+    lengths = sorted({op.axes.batch_axis.length for op in inputs if op.axes.batch_axis is not None})
+    if len(lengths) > 1:
+        raise CommandError(f"bench: expected the inputs of {path} to share one batch length, received batch axes N "
+                           f"of lengths {lengths}; hint: convert the model again with one --dim N=LENGTH")
+    batch = lengths[0] if lengths else 1
+    if asked is not None and asked != batch:
+        fixed = f"its inputs' batch axis N has length {batch}" if lengths else "its inputs have no batch axis N"
+        raise UsageError(f"bench: {path} is a graph document whose shapes are fixed ({fixed}), received --batch "
+                         f"{asked}; hint: leave --batch out, or convert the model again with --dim N={asked}")
+    return batch
 
 
 def _calibration_batch(source: Any, path: Path, batch: int, calibration: str | Path | None) -> np.ndarray:

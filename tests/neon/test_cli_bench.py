@@ -11,7 +11,7 @@ import pytest
 import ngraph_core as ng
 from neon.activations import Rectlin, Softmax
 from neon.cli import ngraph_main
-from neon.cli.bench import BenchResult, format_bench
+from neon.cli.bench import BenchResult, format_bench, load_compiled
 from neon.initializers import Constant, GlorotUniform
 from neon.layers import Affine
 from neon.model import Model
@@ -96,6 +96,57 @@ def test_deployable_with_another_batch_exits_2(tiny_model: Path, tmp_path: Path,
     assert ngraph_main(["bench", str(path), "--batch", "4", "--time", "0.1"]) == 2
     err = capsys.readouterr().err
     assert "--batch 1" in err and "received --batch 4" in err and "hint:" in err
+
+
+def converted_graph(folder: Path, batch: int) -> Path:
+    """A graph document as ``ngraph convert --dim N=batch`` writes one: ``relu(W . X)``, X of [F:64, N:batch]."""
+    F, H, N = ng.make_axis(64, "F"), ng.make_axis(64, "H"), ng.make_axis(batch, "N")
+    X = ng.placeholder([F, N], name="X")
+    W = ng.variable([H, F], initial_value=np.random.default_rng(0).standard_normal((64, 64)).astype(np.float32),
+                    name="W")
+    path = folder / f"dense_n{batch}.ngraph"
+    path.write_text(ng.serialize([ng.relu(ng.dot(W, X)), X]))
+    return path
+
+
+def test_a_graph_documents_batch_is_its_n_axis(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The issue: a --dim N=8 graph benched at --batch 8 and --batch 1 gave FPS 8x apart at the same latency."""
+    graph8, graph1 = converted_graph(tmp_path, 8), converted_graph(tmp_path, 1)
+    assert load_compiled(graph8).batch_size == 8 and load_compiled(graph1).batch_size == 1
+    assert load_compiled(graph8, batch=8).batch_size == 8  # repeating the graph's batch is fine
+    assert ngraph_main(["bench", str(graph8), "--batch", "1", "--time", "0.1"]) == 2
+    err = capsys.readouterr().err
+    assert "shapes are fixed (its inputs' batch axis N has length 8), received --batch 1" in err
+    assert "hint: leave --batch out, or convert the model again with --dim N=1" in err
+
+
+def test_a_graph_without_a_batch_axis_is_batch_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "fixed.json"
+    x = ng.placeholder([ng.make_axis(4, "F")], name="x")
+    path.write_text(ng.serialize([ng.exp(x), x]))
+    assert load_compiled(path).batch_size == 1
+    assert ngraph_main(["bench", str(path), "--batch", "4", "--time", "0.1"]) == 2
+    assert "its inputs have no batch axis N), received --batch 4" in capsys.readouterr().err
+
+
+def test_fps_is_the_graphs_batch_over_the_latency(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """One request at a time: the requests' latencies add up to at most the duration, so FPS x latency is the batch
+    (at most; less by the time between requests)."""
+    assert ngraph_main(["bench", str(converted_graph(tmp_path, 8)), "--requests", "1", "--time", "0.5"]) == 0
+    out = capsys.readouterr().out
+    figures = _figures(out)
+    assert "fp32, batch 8" in out and "(1 requests, batch 8)" in out
+    samples_per_request = figures["Throughput:"] * figures["Average:"] / 1e3
+    assert 0.05 * 8 < samples_per_request <= 8 * 1.01, out
+
+
+def test_bench_refuses_a_checkpoint_of_another_model_class(tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    from neon.rl import DQNAgent
+
+    DQNAgent([Affine(2, bias=Constant(0.0))], obs_shape=(3,), n_actions=2).save_params(tmp_path / "dqn.h5")
+    assert ngraph_main(["bench", str(tmp_path / "dqn.h5"), "--time", "0.1"]) == 1
+    assert "a DQNAgent checkpoint; hint: bench serves one network" in capsys.readouterr().err
 
 
 def test_missing_file_exits_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
