@@ -61,7 +61,7 @@ class ModelInspection:
         reached = {id(op) for op in ng.ordered_ops([y_hat])}
         return [y_hat, *(v for v in self.variables if id(v) not in reached)]
 
-    def select(self, query: str) -> ModelSelection:
+    def select(self, query: str, unknown_types: str = "warn") -> ModelSelection:
         """The ops and layer scopes of the model's graph that a CSS-like ``query`` matches (docs/selectors.md).
 
         The graph is the inference graph at the batch size the model was built with, plus the
@@ -73,13 +73,16 @@ class ModelInspection:
 
         Args:
             query: e.g. ``"Conv > Pool variable"``, ``".elementwise:not(Conv *)"``, ``"#conv1"``.
+            unknown_types: a layer type the model does not have (``"Afine"``) selects nothing:
+                ``"warn"`` (a ``SelectorWarning`` with the closest types), ``"error"`` or ``"ignore"``.
 
         Returns:
             a ``ModelSelection``.
 
         Raises:
             ModelError: the model is not built yet.
-            SelectorError: a malformed query (pointing at the column).
+            SelectorError: a malformed query (pointing at the column), or (``unknown_types="error"``)
+                a layer type the model does not have.
 
         Example:
             >>> model.select("Conv > Pool variable").freeze()
@@ -87,11 +90,12 @@ class ModelInspection:
             >>> handle = model.select("#Affine_1").tap(lambda name, a: print(name, a.shape))
         """
         self._require_built("select")
-        return ModelSelection(self, query, self.select_in(self.__ngraph_ops__(), query))
+        return ModelSelection(self, query, self.select_in(self.__ngraph_ops__(), query, unknown_types))
 
-    def select_in(self, roots: Sequence[ng.Op], query: str) -> ng.Selection:
-        """``ng.select`` over one of the model's graphs, with layer configs as scope attributes."""
-        return ng.select(roots, query, scope_attrs=scope_attrs_of(self.layers))
+    def select_in(self, roots: Sequence[ng.Op], query: str, unknown_types: str = "ignore") -> ng.Selection:
+        """``ng.select`` over one of the model's graphs, with layer configs as scope attributes (unknown
+        layer types are reported once, by ``select``, not again for every graph a selection reaches)."""
+        return ng.select(roots, query, scope_attrs=scope_attrs_of(self.layers), unknown_types=unknown_types)
 
     def built_graphs(self) -> list[Sequence[ng.Op]]:
         """The forward graphs built so far whose ops are kept (inference, per batch size)."""

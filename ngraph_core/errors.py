@@ -39,6 +39,11 @@ class SelectorError(NgraphError, ValueError):
     """A selector query is malformed."""
 
 
+class SelectorWarning(UserWarning):
+    """A selector query names a layer type the graph does not have (a typo such as ``Afine``): it selects
+    nothing there. ``select(..., unknown_types="error")`` makes it a ``SelectorError``."""
+
+
 class SerializationError(NgraphError, ValueError):
     """A serialized graph or weight file is malformed, truncated or of an unknown version."""
 

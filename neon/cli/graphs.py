@@ -32,9 +32,10 @@ def run_select(args: argparse.Namespace) -> int:
     """The ``select`` subcommand: print the names ``args.query`` selects in ``args.path``; exit code 0.
 
     Raises:
-        SelectorError: a malformed query (exit code 2; the message points at the column).
+        SelectorError: a malformed query (exit code 2; the message points at the column), or with
+            ``--strict`` a layer type the graph does not have (without it: a warning on stderr).
     """
-    names = qualified_names(select_in(load_source(args.path), args.query))
+    names = qualified_names(select_in(load_source(args.path), args.query, strict=args.strict))
     for name in names:
         print(name)
     print(f"{len(names)} selected by {args.query!r}", file=sys.stderr)  # stderr: stdout stays one name per line
@@ -81,7 +82,7 @@ def run_viz(args: argparse.Namespace) -> int:
     """
     fmt = output_format(args.out, args.format)
     source = load_source(args.path)
-    highlight = select_in(source, args.select) if args.select else None
+    highlight = select_in(source, args.select, strict=args.strict) if args.select else None
     written = ng.viz.render(graph_source(source), args.out, format=fmt, highlight=highlight, collapse=args.collapse)
     marked = f", {len(highlight)} highlighted by {args.select!r}" if highlight is not None else ""
     print(f"wrote {written} ({fmt}{marked})")

@@ -56,6 +56,9 @@ def build_parser() -> argparse.ArgumentParser:
     ], run_select)
     select.add_argument("path", help="a saved model (.h5) or graph (.json)")
     select.add_argument("query", help="a selector, CSS-like (docs/selectors.md); quote it for the shell")
+    select.add_argument("--strict", action="store_true",
+                        help="a layer type the graph does not have (a typo: 'Afine') is an error (exit 2), not a "
+                             "warning")
 
     viz = add_subcommand(parser, "viz", "Draw a saved graph or model as SVG or PNG, optionally highlighting a "
                          "selection.", [
@@ -66,6 +69,9 @@ def build_parser() -> argparse.ArgumentParser:
     viz.add_argument("path", help="a saved model (.h5) or graph (.json)")
     viz.add_argument("-o", "--out", required=True, help="the picture to write")
     viz.add_argument("--select", default=None, metavar="QUERY", help="highlight what this selector matches")
+    viz.add_argument("--strict", action="store_true",
+                     help="--select: a layer type the graph does not have (a typo: 'Afine') is an error (exit 2), "
+                          "not a warning")
     viz.add_argument("--format", choices=FORMATS, default=None, help="default: the output file's extension")
     viz.add_argument("--collapse", type=non_negative_int, default=None, metavar="DEPTH",
                      help="draw the layer scopes at DEPTH (1: the outermost) as single boxes; 0: never; default: "

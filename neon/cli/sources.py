@@ -12,6 +12,8 @@ Example:
 
 from __future__ import annotations
 
+import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -81,15 +83,29 @@ def graph_source(source: TrainingOwner | list[ng.Op]) -> Any:
     return source
 
 
-def select_in(source: TrainingOwner | list[ng.Op], query: str) -> Any:
+def select_in(source: TrainingOwner | list[ng.Op], query: str, strict: bool = False) -> Any:
     """The ``Selection`` of ``query`` over a model (``Model.select``) or a graph (``ng.select``).
 
+    A layer type the graph does not have (``"Afine variable"``) is a warning printed on stderr
+    (``warning: ... did you mean Affine?``), or with ``strict`` a ``SelectorError``.
+
     Raises:
-        SelectorError: a malformed query (the message points at the column).
+        SelectorError: a malformed query (the message points at the column); with ``strict``, a
+            layer type that names nothing in the graph.
 
     Example:
         >>> select_in(load_source("m.h5"), "Affine variable").names
     """
-    if isinstance(source, Model) and hasattr(source, "select"):
-        return source.select(query)
-    return ng.select(graph_source(source), query)
+    unknown_types = "error" if strict else "warn"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ng.SelectorWarning)
+        if isinstance(source, Model) and hasattr(source, "select"):
+            selection = source.select(query, unknown_types=unknown_types)
+        else:
+            selection = ng.select(graph_source(source), query, unknown_types=unknown_types)
+    for warning in caught:
+        if issubclass(warning.category, ng.SelectorWarning):
+            print(f"warning: {warning.message}", file=sys.stderr)
+        else:  # not ours to report: hand it back to the warnings machinery
+            warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
+    return selection

@@ -17,6 +17,7 @@ import numpy as np
 
 from ..errors import AxesError, DTypeError, SelectorError
 from ..ir import Graph, Op, OpType, ScopeEntry, format_axes, rebuild, toposort, update_meta, walk
+from .checks import check_layer_types
 from .match import Evaluator, GraphIndex, Path, ScopeAttrs, path_text
 from .parser import parse
 
@@ -345,7 +346,8 @@ def _roots_of(source: Any) -> list[Op]:
     return roots
 
 
-def select(source: Any, query: str, *, scope_attrs: ScopeAttrs | None = None) -> Selection:
+def select(source: Any, query: str, *, scope_attrs: ScopeAttrs | None = None,
+           unknown_types: str = "warn") -> Selection:
     """The ops and layer scopes of ``source``'s graph that ``query`` matches (docs/selectors.md).
 
     Args:
@@ -355,12 +357,16 @@ def select(source: Any, query: str, *, scope_attrs: ScopeAttrs | None = None) ->
         query: e.g. ``"Conv > Pool variable"``, ``".elementwise:not(Conv *)"``, ``"#conv1"``.
         scope_attrs: optional ``(scope path) -> mapping`` giving a scope's attributes beyond
             ``name``, ``kind`` and ``path`` (neon passes layer configs, for ``Affine[nout=10]``).
+        unknown_types: what to do about a Capitalized type no scope of the graph is or derives from
+            (``"Afine variable"``: it selects nothing): ``"warn"`` (a ``SelectorWarning`` suggesting
+            the closest types), ``"error"`` (a ``SelectorError``) or ``"ignore"``.
 
     Returns:
         a ``Selection``, in graph order.
 
     Raises:
-        SelectorError: a malformed query (``.column`` points at it) or an unusable ``source``.
+        SelectorError: a malformed query (``.column`` points at it), an unusable ``source``, or
+            (``unknown_types="error"``) a layer type that names nothing in the graph.
 
     Example:
         >>> ng.select(loss, "Conv > Pool variable").names
@@ -369,6 +375,7 @@ def select(source: Any, query: str, *, scope_attrs: ScopeAttrs | None = None) ->
     tree = parse(query)
     roots = _roots_of(source)
     index = GraphIndex(walk(roots), scope_attrs)
+    check_layer_types(tree, index, query, unknown_types)
     items: list[Item] = []
     for item in Evaluator(index).run(tree):
         if isinstance(item, int):

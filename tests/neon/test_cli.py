@@ -108,6 +108,20 @@ def test_select_prints_the_selected_names_and_a_count(saved_model: Path, capsys:
     assert sorted(capsys.readouterr().out.splitlines()) == ["Sequential_0/hidden", "Sequential_0/out"]
 
 
+def test_a_misspelt_layer_type_warns_on_stderr_or_fails_with_strict(saved_model: Path, tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture) -> None:
+    assert ngraph_main(["select", str(saved_model), "Afine variable"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out == ""  # stdout stays one name per line
+    assert captured.err.startswith('warning: select: "Afine variable": type Afine names no layer type of this graph')
+    assert "did you mean Affine?" in captured.err and "0 selected by 'Afine variable'" in captured.err
+    assert ngraph_main(["select", str(saved_model), "Afine variable", "--strict"]) == 2
+    err = capsys.readouterr().err
+    assert "ngraph select: error: select:" in err and "did you mean Affine?" in err
+    assert ngraph_main(["viz", str(saved_model), "-o", str(tmp_path / "m.dot"), "--select", "Afine", "--strict"]) == 2
+    assert not (tmp_path / "m.dot").exists()
+
+
 def test_a_malformed_query_exits_2_pointing_at_the_column(saved_model: Path, capsys: pytest.CaptureFixture) -> None:
     assert ngraph_main(["select", str(saved_model), "Affine >> > variable"]) == 2
     err = capsys.readouterr().err

@@ -68,6 +68,15 @@ def test_select_needs_a_built_model_and_a_wellformed_query() -> None:
         cnn().select("Conv >")
 
 
+def test_a_layer_type_the_model_lacks_warns_once_or_is_an_error() -> None:
+    model = cnn()
+    with pytest.warns(ng.SelectorWarning, match="type Conc names no layer type.*did you mean Conv") as caught:
+        assert len(model.select("Conc variable")) == 0
+    assert len(caught) == 1
+    with pytest.raises(ng.SelectorError, match="did you mean Conv"):
+        model.select("Conc variable", unknown_types="error")
+
+
 def test_freezing_a_selection_keeps_those_weights_bit_identical_through_fit() -> None:
     model = cnn()
     read = model.transformer.read_variable

@@ -48,12 +48,34 @@ def test_types_match_scopes_by_class_or_base_class_and_ops_by_kind(net: SimpleNa
     assert names(pick(net, "Layer")) == ["model", "model/conv1", "model/pool1", "model/conv2", "model/fc"]
     assert set(pick(net, "conv")) == ops(net, "conv1", "conv2")
     assert set(pick(net, "variable")) == ops(net, "W1", "b1", "W2", "b2", "W3", "b3")
-    assert pick(net, "Unknown").names == []
+    with pytest.warns(ng.SelectorWarning, match="type Unknown names no layer type of this graph"):
+        assert pick(net, "Unknown").names == []
     everything = pick(net, "*")
     assert len(everything) == len(ng.ordered_ops([net.out])) and all(isinstance(o, ng.Op) for o in everything)
     scope = pick(net, "Pool")[0]
     assert isinstance(scope, ng.ScopeMatch) and (scope.name, scope.kind) == ("pool1", "Pool")
     assert scope.ops == (net.pool1,)
+
+
+def test_a_misspelt_layer_type_warns_with_the_closest_types(net: SimpleNamespace) -> None:
+    """The issue: ``"Afine variable"`` selected 0 items silently."""
+    with pytest.warns(ng.SelectorWarning, match=r'"Cnov variable": type Cnov names no layer type of this graph, so '
+                                                r"it selects nothing there; did you mean Conv\? the graph's layer "
+                                                r"types: .*Conv, .*; hint: Capitalized types are layer classes"):
+        assert pick(net, "Cnov variable").names == []
+    with pytest.warns(ng.SelectorWarning, match="type Pol names") as caught:  # inside :not(...) too, once per type
+        pick(net, "variable:not(Pol *), Pol")
+    assert len(caught) == 1
+    with pytest.raises(ng.SelectorError, match="type Cnov names no layer type.*did you mean Conv"):
+        ng.select(net.out, "Cnov variable", unknown_types="error")
+    with pytest.raises(ng.SelectorError, match=r"expected unknown_types among \('warn', 'error', 'ignore'\)"):
+        ng.select(net.out, "Conv", unknown_types="loud")
+
+
+def test_known_types_and_op_kinds_do_not_warn(net: SimpleNamespace, recwarn: pytest.WarningsRecorder) -> None:
+    assert pick(net, "Layer variable, SepConv, conv, #fc").names  # a base class, a subclass, an op kind, a name
+    assert ng.select(net.out, "Nowhere", unknown_types="ignore").names == []
+    assert not [w for w in recwarn if issubclass(w.category, ng.SelectorWarning)]
 
 
 def test_names_match_ops_and_scopes(net: SimpleNamespace) -> None:
