@@ -141,6 +141,24 @@ class _Filter(Layer):
         """Create the output channel axis at build, free of ``x``'s axis names (see ``output_axis``)."""
         self._out_axis = output_axis(self, x, self.nout, self.axis_name or self.name, self.strict_axis_name)
 
+    def check_filter_count(self, x: ng.Op) -> None:
+        """Refuse an input with one more spatial axis than the window: ``fshape`` lacks its filter count.
+
+        ``Conv((3, 3))`` reads as a 1-D window ``(3,)`` of ``K = 3`` filters; on a 2-D image the
+        input check would then say the image should be 1-D. The likely mistake is the missing
+        ``K``, so the message says that.
+        """
+        spatial = sum(1 for a in x.axes if not a.is_batch) - 1
+        if x.axes.batch_axis is None or spatial != self.rank + 1 or spatial > 3:
+            return
+        fshape = tuple(self.fshape)
+        raise layer_error(self, f"fshape as (*window, K): {spatial} window lengths for the input's {spatial} spatial "
+                                "axes, then K, the filter count", f"fshape={fshape} for input {fmt_axes(x.axes)}",
+                          f"the filter count is missing: {fshape} reads as a {self.rank}-D window {self.window} "
+                          f"of K={self.nout} filters; write fshape=({', '.join(map(str, fshape))}, K), e.g. "
+                          f"{type(self).__name__.replace('olution', '')}(({', '.join(map(str, fshape))}, 64)) for 64 "
+                          "filters")
+
     def spatial_axes(self, x: ng.Op) -> ng.Axes:
         """The spatial axes of ``x``, checking its channels are those the layer was built for."""
         channel, spatial, _ = image_roles(self, x, self.rank)
@@ -199,6 +217,7 @@ class Convolution(_Filter):
                               "K and the input channels must both be multiples of groups")
 
     def build(self, x: ng.Op) -> None:
+        self.check_filter_count(x)
         channel, _, _ = image_roles(self, x, self.rank)
         self.make_out_axis(x)
         if channel.length % self.groups:
@@ -267,6 +286,7 @@ class Deconvolution(_Filter):
                               "output_padding only picks among the lengths a stride folds together")
 
     def build(self, x: ng.Op) -> None:
+        self.check_filter_count(x)
         channel, _, _ = image_roles(self, x, self.rank)
         self.make_out_axis(x)
         self.in_channels = channel.length

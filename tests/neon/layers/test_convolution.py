@@ -288,6 +288,14 @@ def test_conv_config_errors_name_the_conv_the_user_made() -> None:
     (lambda: Deconv((3, 3, 4)), [axis("C", 3), axis("N", 2)], r"expected an image \[C, H, W, N\]"),
     (lambda: Conv((3, 3, 4)), [axis("R", 3), axis("H", 8), axis("W", 8), axis("N", 2)],
      r"channel axes not named 'R' or 'S'"),
+    # the issue: Conv((3, 3)) read as a 1-D conv of 3 filters, and the error hinted at lshape
+    (lambda: Conv((3, 3)), image(1, 8, 8),
+     r"Conv_\d+ \(Conv\) > Convolution_0 \(Convolution\): expected fshape as \(\*window, K\): 2 window lengths for "
+     r"the input's 2 spatial axes, then K, the filter count, received: fshape=\(3, 3\) for input \[C:1, H:8, W:8, "
+     r"N:2\]; hint: the filter count is missing: .* write fshape=\(3, 3, K\), e.g. Conv\(\(3, 3, 64\)\)"),
+    (lambda: Conv((3, 3, 3)), [axis("C", 1), axis("D", 4), axis("H", 8), axis("W", 8), axis("N", 2)],
+     r"the filter count is missing: \(3, 3, 3\) reads as a 2-D window \(3, 3\) of K=3 filters"),
+    (lambda: Deconv((4, 4)), image(2, 8, 8), r"filter count is missing.*e.g. Deconv\(\(4, 4, 64\)\)"),
 ])
 def test_bad_inputs_raise_layer_error(make, x_axes, pattern) -> None:
     with pytest.raises(LayerError, match=pattern):
