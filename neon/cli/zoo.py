@@ -33,10 +33,12 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import ngraph_core as ng
+
 from .common import CommandError, UsageError
 
-__all__ = ["COMMON_FLAGS", "RECIPES", "recipe_description", "recipe_flags", "recipe_parser", "run_list", "run_train",
-           "train_arguments"]
+__all__ = ["COMMON_FLAGS", "RECIPES", "check_backend", "recipe_description", "recipe_flags", "recipe_parser",
+           "run_list", "run_train", "train_arguments"]
 
 # recipe -> the data it needs (the recipes' docstrings say more)
 RECIPES = {
@@ -190,11 +192,36 @@ def _backend(backend: str | None) -> Iterator[None]:
             os.environ[BACKEND_VARIABLE] = before
 
 
+def check_backend(name: str, backend: str | None) -> None:
+    """Refuse ``cupy`` (from ``--backend``, the recipe's own ``--backend`` or ``NG_BACKEND``) where no GPU
+    is usable, before the recipe loads any data (a recipe meets its first transformer only after that).
+
+    Raises:
+        BackendUnavailableError: CuPy is missing, or sees no GPU (the message says which, with a hint).
+
+    Example:
+        >>> check_backend("resnet_cifar10", "numpy")   # nothing to check
+    """
+    from neon.training import BACKEND_VARIABLE
+
+    chosen = (backend or os.environ.get(BACKEND_VARIABLE) or "").strip().lower()
+    if chosen != "cupy":
+        return  # numpy needs nothing; auto falls back to NumPy with a warning
+    from ngraph_core.transformers.cupy import load_cupy
+
+    try:
+        load_cupy()
+    except ng.BackendUnavailableError as exc:
+        raise ng.BackendUnavailableError(f"train {name}: --backend cupy, checked before loading any data: {exc}; "
+                                         "or train on the CPU with --backend numpy (or auto)") from None
+
+
 def run_train(args: argparse.Namespace) -> int:
     """``neon train <recipe>``: run the recipe's ``main`` with the translated flags; its exit code.
 
     Raises:
         UsageError: an unknown recipe (with the closest names), or flags the recipe does not take.
+        BackendUnavailableError: ``cupy`` asked for where no GPU is usable (before anything loads).
     """
     name = args.recipe
     if name not in RECIPES:
@@ -207,9 +234,10 @@ def run_train(args: argparse.Namespace) -> int:
     argv = train_arguments(name, parser, args, args.recipe_args)
     parser.prog = f"neon train {name} --"  # the recipe's own usage errors and --help name this command
     try:
-        parser.parse_args(argv)  # every mistake is a usage error now, before any data is loaded
+        parsed = parser.parse_args(argv)  # every mistake is a usage error now, before any data is loaded
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else 2
+    check_backend(name, getattr(args, "backend", None) or getattr(parsed, "backend", None))
     try:
         with _backend(getattr(args, "backend", None)):
             code = module.main(argv)

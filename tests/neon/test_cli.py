@@ -395,6 +395,25 @@ def test_train_backend_reaches_every_model_of_the_recipe(monkeypatch: pytest.Mon
     assert "invalid choice: 'tpu'" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("where", ["flag", "recipe flag", "environment"])
+def test_cupy_without_a_gpu_fails_before_any_data_loads(where: str, monkeypatch: pytest.MonkeyPatch,
+                                                        capsys: pytest.CaptureFixture) -> None:
+    monkeypatch.setitem(sys.modules, "cupy", None)  # no CuPy here (the same message path as no GPU)
+    monkeypatch.delenv("NG_BACKEND", raising=False)
+    loaded = []
+    import model_zoo.dqn_atari as atari
+
+    monkeypatch.setattr(atari, "train", lambda *a, **k: loaded.append("train"))  # where the data would load
+    argv = {"flag": ["--backend", "cupy"], "recipe flag": ["--", "--backend", "cupy"], "environment": []}[where]
+    if where == "environment":
+        monkeypatch.setenv("NG_BACKEND", "cupy")
+    assert neon_main(["train", "dqn_atari", *argv]) == 1
+    err = capsys.readouterr().err
+    assert "train dqn_atari: --backend cupy, checked before loading any data: cupy transformer: CuPy is not " \
+           "installed" in err and "--backend numpy" in err
+    assert loaded == []
+
+
 def test_model_backend_defaults_to_ng_backend(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("NG_BACKEND", "cupy")
     assert Model([Affine(2)]).backend == "cupy" and Model([Affine(2)], backend="numpy").backend == "numpy"
