@@ -248,10 +248,11 @@ class CharModel(TrainingOwner):
         """Plain data describing the model (written into checkpoints)."""
         return {"class_name": type(self).__name__}
 
-    def save_params(self, path: str | Path) -> None:
-        """Weights, optimizer state, epoch and history to HDF5, atomically (``TrainingOwner.save``)."""
+    def save_params(self, path: str | Path, allow_non_finite: bool = False) -> None:
+        """Weights, optimizer state, epoch and history to HDF5, atomically (``TrainingOwner.save``); weights
+        holding NaN or inf are refused (``CheckpointError``) unless ``allow_non_finite``."""
         self.ensure_built()
-        self.save(path, (), [self.config()])
+        self.save(path, (), [self.config()], allow_non_finite=allow_non_finite)
 
     def load_params(self, path: str | Path, optimizer_state: bool = True) -> None:
         """Load ``save_params``' file (weights, epoch, history; the optimizer state when one is set).

@@ -17,6 +17,12 @@ x axis, ``Checkpoint.saved_epochs``, ``EarlyStopping.stopped_epoch``. After an e
 A callback reads the model as ``self.model`` (its ``history``, ``epoch``, ``save_params``) and
 stops training by setting ``self.model.stop_training = True``.
 
+Why training ended early is in the history ``fit`` returns: ``history.stopped`` is None after
+all the epochs ran, else a ``Stop`` (``by``: ``"TerminateOnNaN"``, ``"EarlyStopping"`` or
+``"stop_training"`` for another callback; the 1-based ``epoch`` and, for a stop mid-epoch,
+``batch``; a ``message``). A diverged run thus returns normally but says so:
+``if history.stopped and history.stopped.by == "TerminateOnNaN": ...``.
+
 Provided: ``ProgressBar`` (tqdm), ``MetricHistory`` (JSON/CSV), ``Checkpoint`` (atomic; last or
 best), ``EarlyStopping``, ``LearningRateLogger``, ``TrainingCurve`` (a PNG) and ``TensorBoard``
 (``neon.tensorboard``). Resuming is ``model.fit(..., resume_from=path)``; ``Checkpoint`` and
@@ -34,6 +40,7 @@ import sys
 import time
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -56,6 +63,30 @@ def __getattr__(name: str) -> Any:
 
 
 # -- History --------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Stop:
+    """Why ``fit`` ended before its last epoch (``History.stopped``).
+
+    Attributes:
+        by: what stopped it: ``"TerminateOnNaN"`` (a NaN or infinite cost), ``"EarlyStopping"``,
+            or ``"stop_training"`` (another callback set ``model.stop_training``).
+        epoch: the 1-based number of the epoch it stopped in (for ``TerminateOnNaN`` that epoch
+            is not recorded; for the others it is the last recorded one).
+        batch: the 1-based batch of a stop mid-epoch (``TerminateOnNaN``), else None.
+        message: what happened, as printed.
+
+    Example:
+        >>> history = model.fit(train, cost, GradientDescentMomentum(1e6), 5)
+        >>> history.stopped
+        Stop(by='TerminateOnNaN', epoch=1, batch=3, message='TerminateOnNaN: epoch 1, batch 3: cost = nan; ...')
+    """
+
+    by: str
+    epoch: int
+    batch: int | None = None
+    message: str = ""
+
+
 class History(Mapping):
     """Per-epoch values: ``history["train_cost"]`` is a list with one float per epoch.
 
@@ -63,13 +94,20 @@ class History(Mapping):
     ``train_cost`` and, with a validation set, ``valid_cost`` and ``valid_<metric name>``.
     Lists stay aligned with ``epoch``: a value missing in some epoch is None there.
 
+    Attributes:
+        stopped: None when ``fit`` ran every epoch; else a ``Stop`` saying what ended it early
+            (a NaN cost: ``stopped.by == "TerminateOnNaN"``), in which epoch and batch. Not saved
+            in checkpoints or history files (they hold the recorded epochs).
+
     Example:
         >>> history = model.fit(...)
         >>> history["epoch"], history["valid_accuracy"][-1]  # ([1, 2, 3], 0.97) after 3 epochs
+        >>> history.stopped  # None: all 3 epochs ran
         >>> history.to_json("out/history.json")
     """
 
     def __init__(self, data: Mapping[str, list] | None = None) -> None:
+        self.stopped: Stop | None = None
         self._data: dict[str, list] = {"epoch": []}
         for key, values in (data or {}).items():
             self._data[key] = list(values)
@@ -212,8 +250,10 @@ class TerminateOnNaN(Callback):
     """Stop training at the first batch whose cost (any value the step logs) is NaN or infinite.
 
     ``fit`` adds one by default (``terminate_on_nan=False`` turns it off). The interrupted
-    epoch is not counted: no history row, no validation, no checkpoint; ``fit`` returns the
-    history of the finished epochs, and ``stopped_at`` / the message say where it happened.
+    epoch is not counted: no history row, no validation, no checkpoint; ``fit`` returns normally,
+    with the history of the finished epochs, and ``history.stopped`` (a ``Stop``, ``by ==
+    "TerminateOnNaN"``), ``stopped_at`` and the message say where it happened. The weights are
+    then non-finite: ``save_params`` refuses them unless ``allow_non_finite=True``.
 
     Attributes:
         stopped_at: ``(epoch, batch)`` of the bad batch, both 1-based numbers as printed, or None.
@@ -239,10 +279,12 @@ class TerminateOnNaN(Callback):
         self.stopped_at = (epoch + 1, minibatch + 1)
         values = ", ".join(f"{k} = {v}" for k, v in bad.items())
         self.message = (f"TerminateOnNaN: epoch {epoch + 1}, batch {minibatch + 1}: {values}; training stopped, the "
-                        "weights are those after this batch and the epoch is not recorded. hint: lower the "
-                        "learning rate, clip gradients (gradient_clip_norm=...), or check the data for NaN")
+                        "weights are those after this batch (save_params refuses them where they hold NaN or inf) "
+                        "and the epoch is not recorded. hint: lower the learning rate, clip gradients "
+                        "(gradient_clip_norm=...), or check the data for NaN")
         print(self.message, file=self.file or sys.stderr)
         self.model.stop_training = True
+        self.model.history.stopped = Stop("TerminateOnNaN", epoch + 1, minibatch + 1, self.message)
 
 
 class EpochPrinter(Callback):
@@ -468,6 +510,9 @@ class EarlyStopping(Callback):
         if self.wait > 0 and self.wait >= self.patience:
             self.model.stop_training = True
             self.stopped_epoch = epoch + 1
+            self.model.history.stopped = Stop("EarlyStopping", epoch + 1, None,
+                                              f"EarlyStopping: {self.monitor} did not improve for {self.wait} "
+                                              f"epochs (best {self.best:.6g})")
 
 
 # -- logging and plots ------------------------------------------------------------------------------------

@@ -321,13 +321,19 @@ class GAN(TrainingOwner):
                 state += list(getattr(opt, "state_variables", []))
         return variable_keys(self.variables, state)
 
-    def save_params(self, path: str | Path) -> None:
-        """Both networks' weights, both optimizers' state, the epoch and the history, to HDF5 (atomic)."""
+    def save_params(self, path: str | Path, allow_non_finite: bool = False) -> None:
+        """Both networks' weights, both optimizers' state, the epoch and the history, to HDF5 (atomic).
+
+        Raises:
+            ModelError: no variables yet. CheckpointError: a weight holds NaN or inf (a diverged run)
+                and not ``allow_non_finite``; nothing is written then.
+        """
         if self.sample_shape is None:
             raise ModelError("GAN.save_params: the GAN has no variables yet")
         self.save(path, self.sample_shape, [{"class_name": "GAN", "noise_dim": self.noise_dim,
                                              "generator": serialize_layer(self.generator),
-                                             "discriminator": serialize_layer(self.discriminator)}])
+                                             "discriminator": serialize_layer(self.discriminator)}],
+                  allow_non_finite=allow_non_finite)
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any], input_shape: tuple[int, ...] | None, *,

@@ -288,11 +288,14 @@ class Model(ModelInspection, TrainingOwner, TapOwner):
             initial_epoch: the first epoch to run (ignored with ``resume_from``).
             terminate_on_nan: stop at the first batch whose cost is NaN or infinite, with a message
                 naming the epoch and batch (``neon.callbacks.TerminateOnNaN``); that epoch is not
-                recorded or checkpointed.
+                recorded or checkpointed, and ``fit`` returns normally with ``history.stopped`` set.
 
         Returns:
             the ``History``: per epoch ``epoch``, ``lr``, ``train_cost`` and, with ``valid_set``,
-            ``valid_cost`` and ``valid_<metric name>``.
+            ``valid_cost`` and ``valid_<metric name>``. ``history.stopped`` is None when every
+            epoch ran, else a ``neon.callbacks.Stop`` saying what ended training early
+            (``by="TerminateOnNaN"``: the cost went NaN or infinite, at ``epoch``/``batch``;
+            ``"EarlyStopping"``), so a diverged run is told apart from a finished one.
 
         Raises:
             ModelError: bad arguments, a cost that is not scalar.
@@ -446,20 +449,27 @@ class Model(ModelInspection, TrainingOwner, TapOwner):
         params, opt = variable_keys(self.variables, state)
         return params, opt
 
-    def save_params(self, path: str | Path) -> None:
+    def save_params(self, path: str | Path, allow_non_finite: bool = False) -> None:
         """Save the weights, the optimizer state, the epoch and the history to HDF5, atomically.
 
         See ``neon/saving.py`` for the layout; keys are scope paths like
         ``Sequential_0/Affine_1/Linear_0/W``.
 
+        Args:
+            path: the checkpoint to write.
+            allow_non_finite: write weights holding NaN or inf too (a diverged run kept for
+                debugging); by default they are refused.
+
         Raises:
             ModelError: the model has no variables yet.
-            CheckpointError: the file cannot be written (any previous file is kept intact).
+            CheckpointError: the file cannot be written, or a weight holds NaN or inf (training
+                diverged: ``history.stopped``) without ``allow_non_finite`` (any previous file is kept intact).
 
         Example:
             >>> model.save_params("out/mnist_mlp.h5")
         """
-        self.save(path, self._require_built(), [_config(self.layers), {"input_kind": self.input_kind}])
+        self.save(path, self._require_built(), [_config(self.layers), {"input_kind": self.input_kind}],
+                  allow_non_finite=allow_non_finite)
 
     def load_params(self, path: str | Path, optimizer_state: bool = True) -> None:
         """Load a checkpoint written by ``save_params``: weights, epoch, history and optimizer state.

@@ -35,7 +35,7 @@ import numpy as np
 
 import ngraph_core as ng
 
-from .callbacks import Callback, History, ProgressBar, TerminateOnNaN
+from .callbacks import Callback, History, ProgressBar, Stop, TerminateOnNaN
 from .data import batch_length, count_batches
 from .distributed import average_metrics, broadcast_variables, communicator, is_distributed, is_writer
 from .registry import register_model_class
@@ -280,16 +280,33 @@ class TrainingOwner:
         for cache in self.caches():
             cache.clear()
 
-    def save(self, path: str | Path, input_shape: Sequence[int], model: list[Any]) -> None:
+    def save(self, path: str | Path, input_shape: Sequence[int], model: list[Any],
+             allow_non_finite: bool = False) -> None:
         """Write the weights, the optimizers' state, the epoch, the history and ``model`` (plain data
-        describing the model) to an HDF5 checkpoint, atomically (``neon.saving``)."""
+        describing the model) to an HDF5 checkpoint, atomically (``neon.saving``).
+
+        Raises:
+            CheckpointError: a weight holds NaN or inf (a diverged run) and not ``allow_non_finite``;
+                nothing is written then, so a previous file stays.
+        """
         params, opt = self.checkpoint_keys()
         t = self.transformer
 
         def values(keys: dict[str, ng.Op]) -> dict[str, np.ndarray]:
             return {key: t.read_variable(v).astype(v.dtype, copy=False) for key, v in keys.items()}
 
-        write_checkpoint(path, CheckpointData(params=values(params), optimizer=values(opt), epoch=self.epoch,
+        weights = values(params)
+        bad = [key for key, value in weights.items() if np.issubdtype(value.dtype, np.inexact)
+               and not np.isfinite(value).all()]
+        if bad and not allow_non_finite:
+            stopped = getattr(getattr(self, "history", None), "stopped", None)
+            why = f" ({stopped.by} stopped training in epoch {stopped.epoch})" if stopped is not None else ""
+            raise CheckpointError(f"{path}: expected finite weights, received NaN or inf in {len(bad)} of "
+                                  f"{len(weights)} ({', '.join(bad[:3])}{', ...' if len(bad) > 3 else ''}){why}; "
+                                  "nothing was written; hint: training diverged: lower the learning rate or clip "
+                                  "gradients and train again, or save_params(path, allow_non_finite=True) to keep "
+                                  "them for debugging")
+        write_checkpoint(path, CheckpointData(params=weights, optimizer=values(opt), epoch=self.epoch,
                                               input_shape=tuple(input_shape), history=self.history.as_dict(),
                                               model=model, rng=self.random_streams()))
 
@@ -413,7 +430,8 @@ def fit_loop(owner: TrainingOwner, dataset: Any, num_epochs: int,
 
     Returns:
         ``owner.history``: per epoch ``epoch`` (its 1-based number, as printed; callbacks and
-        ``end_epoch`` get the 0-based index), the rates, the means and ``end_epoch``'s values.
+        ``end_epoch`` get the 0-based index), the rates, the means and ``end_epoch``'s values;
+        ``history.stopped`` says why training ended early (a ``Stop``), or is None.
 
     Raises:
         TrainingError: ``num_epochs`` is not an int >= 0.
@@ -450,6 +468,7 @@ def fit_loop(owner: TrainingOwner, dataset: Any, num_epochs: int,
         cb.set_model(owner, params)
     for cb in callbacks:
         cb.on_train_begin({})
+    interrupted = False
     for epoch in range(initial_epoch, num_epochs):
         rates = {name: write_learning_rates(owner.transformer, opt, epoch) for name, opt in learning_rates.items()}
         if hasattr(dataset, "set_epoch"):
@@ -487,6 +506,9 @@ def fit_loop(owner: TrainingOwner, dataset: Any, num_epochs: int,
             cb.on_epoch_end(epoch, logs)
         if owner.stop_training:
             break
+    if owner.stop_training and owner.history.stopped is None:  # a callback of the user's stopped it
+        epoch = owner.epoch + (1 if interrupted else 0)
+        owner.history.stopped = Stop("stop_training", epoch, None, f"model.stop_training was set in epoch {epoch}")
     for cb in callbacks:
         cb.on_train_end({"epoch": owner.epoch})
     return owner.history

@@ -315,9 +315,10 @@ class DQNAgent(TrainingOwner):
         return variable_keys(self.online.variables + self.target.variables,
                              list(getattr(self.optimizer, "state_variables", [])))
 
-    def save_params(self, path: str | Path) -> None:
+    def save_params(self, path: str | Path, allow_non_finite: bool = False) -> None:
         """Both networks' weights and the optimizer's state to an HDF5 checkpoint (atomic); ``epoch``
-        records the number of updates.
+        records the number of updates. Weights holding NaN or inf are refused (``CheckpointError``,
+        nothing written) unless ``allow_non_finite``.
 
         Example:
             >>> agent.save_params("dqn.h5")
@@ -326,7 +327,8 @@ class DQNAgent(TrainingOwner):
         self.save(path, self.obs_shape, [{"class_name": "DQNAgent", "n_actions": self.n_actions,
                                           "online": serialize_layer(self.online), "gamma": self.gamma,
                                           "double": self.double, "huber_delta": self.huber_delta,
-                                          "batch_size": self.batch_size, "obs_scale": self.obs_scale}])
+                                          "batch_size": self.batch_size, "obs_scale": self.obs_scale}],
+                  allow_non_finite=allow_non_finite)
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any], input_shape: tuple[int, ...] | None, *,

@@ -17,14 +17,14 @@ from fit_helper import NCLASS, blobs, weights
 
 from model_zoo.resnet_cifar10 import resnet_cifar10
 from neon.activations import Rectlin, Softmax
-from neon.callbacks import Checkpoint, TerminateOnNaN
+from neon.callbacks import Callback, Checkpoint, EarlyStopping, Stop, TerminateOnNaN
 from neon.costs import CrossEntropyMulti
 from neon.data import ArrayIterator, ImageIterator, make_shapes_dataset
 from neon.initializers import Constant, GlorotUniform
 from neon.layers import Affine, Dropout
 from neon.model import Model
 from neon.optimizers import GradientDescentMomentum
-from neon.saving import read_checkpoint
+from neon.saving import CheckpointError, read_checkpoint
 
 
 def dropout_mlp(seed: int = 0) -> Model:
@@ -117,6 +117,7 @@ def test_terminate_on_nan_stops_at_the_batch_and_keeps_the_last_good_checkpoint(
     assert "nan" in guard.message.lower() or "inf" in guard.message.lower()
     done = epoch - 1  # the interrupted epoch is not recorded
     assert model.epoch == done and model.history["epoch"] == list(range(1, epoch))
+    assert model.history.stopped == Stop("TerminateOnNaN", epoch, batch, guard.message)  # fit returned normally
     if epoch == 2:  # stopped in the first bad epoch: nothing may have replaced the good file
         assert path.read_bytes() == good
     saved = read_checkpoint(path)
@@ -134,6 +135,47 @@ def test_fit_adds_the_guard_by_default_and_can_turn_it_off(tmp_path: Path) -> No
     unguarded.fit(data, CrossEntropyMulti(), GradientDescentMomentum(1e3, 0.9), 4, progress=False,
                   terminate_on_nan=False)
     assert unguarded.epoch == 4
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the run diverges on purpose
+def test_a_diverged_fit_says_so_in_its_history_and_save_params_refuses_its_weights(tmp_path: Path) -> None:
+    X, y = blobs(90, seed=0)
+    X[40, 0] = np.nan  # in the second batch: its gradients, then the weights, become NaN
+    model = dropout_mlp()
+    history = model.fit(ArrayIterator(X, y, nclass=NCLASS, batch_size=32), CrossEntropyMulti(),
+                        GradientDescentMomentum(0.1), 4, progress=False, callbacks=[TerminateOnNaN(file=io.StringIO())])
+    assert history.stopped is not None and history.stopped.by == "TerminateOnNaN"  # returned normally, but says so
+    assert (history.stopped.epoch, history.stopped.batch, model.epoch) == (1, 2, 0)
+    assert history.stopped.message.startswith("TerminateOnNaN: epoch 1, batch 2: cost = nan")
+    path = tmp_path / "diverged.h5"
+    path.write_bytes(b"previous")
+    with pytest.raises(CheckpointError, match=r"diverged\.h5: expected finite weights, received NaN or inf in \d+ of "
+                                              r"\d+ \(.*\) \(TerminateOnNaN stopped training in epoch 1\); nothing "
+                                              r"was written; hint: .*allow_non_finite=True"):
+        model.save_params(path)
+    assert path.read_bytes() == b"previous"
+    model.save_params(path, allow_non_finite=True)  # kept for debugging, when asked
+    assert not all(np.isfinite(v).all() for v in read_checkpoint(path).params.values())
+
+
+def test_a_finished_fit_and_early_stopping_record_how_training_ended() -> None:
+    X, y = blobs(90, seed=0)
+    data = ArrayIterator(X, y, nclass=NCLASS, batch_size=32, shuffle=True, seed=0)
+    model = dropout_mlp()
+    assert model.fit(data, CrossEntropyMulti(), GradientDescentMomentum(0.1), 1, progress=False).stopped is None
+    stopper = EarlyStopping("train_cost", patience=0, min_delta=1e9)  # epoch 2 cannot improve that much: stops
+    history = model.fit(data, CrossEntropyMulti(), GradientDescentMomentum(0.0), 5, progress=False,
+                        initial_epoch=1, callbacks=[stopper])
+    assert history.stopped == Stop("EarlyStopping", 2, None, history.stopped.message) and stopper.stopped_epoch == 2
+    assert "train_cost did not improve" in history.stopped.message
+
+    class Halt(Callback):
+        def on_minibatch_end(self, epoch, minibatch, logs):
+            self.model.stop_training = True
+
+    halted = model.fit(data, CrossEntropyMulti(), GradientDescentMomentum(0.1), 9, progress=False,
+                       initial_epoch=model.epoch, callbacks=[Halt()])
+    assert halted.stopped.by == "stop_training" and halted.stopped.epoch == model.epoch + 1
 
 
 def test_checkpoint_never_writes_non_finite_weights_over_a_good_file(tmp_path: Path) -> None:
