@@ -2,8 +2,8 @@
 
 Floors, lowest first (docs/architecture.md, "The floors of the house")::
 
-    errors, safe_json, memory_budget < ir < pattern < api, selectors < autodiff, distributed < passes < transformers < serialize, viz
-    < inference, frontends, ngraph_core/__init__
+    errors, safe_json, memory_budget < ir < pattern < api, selectors < autodiff, distributed < passes
+    < transformers < serialize, viz < inference, frontends, ngraph_core/__init__
 
 The check reads the source with ``ast`` (nothing is imported), so it sees imports inside
 functions and under ``TYPE_CHECKING`` too. It fails listing every upward import, every
