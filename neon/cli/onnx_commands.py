@@ -231,13 +231,58 @@ def _declared_dtypes(model: Any) -> dict[str, np.dtype]:
     return result
 
 
+def _check_shapes(model: Any, arrays: dict[str, np.ndarray]) -> None:
+    """Each array against its input's declared dims (a ``dim_param`` takes any length).
+
+    Raises:
+        CommandError: a rank or a fixed dim that differs, saying the expected shape, the layout
+            (``ngraph.layout`` of a model we exported) and how to fix the array.
+    """
+    from ngraph_core.frontends.onnx.export_layout import describe_layout, model_layout
+
+    layout = model_layout(model)
+    for value_info in model.graph.input:
+        array = arrays.get(value_info.name)
+        if array is None or not value_info.type.tensor_type.HasField("shape"):
+            continue
+        want: list[int | str] = [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?")
+                                 for d in value_info.type.tensor_type.shape.dim]
+        if _fits(want, array.shape):
+            continue
+        shown = "[" + ", ".join(str(d) for d in want) + "]"
+        raise CommandError(f"run: expected input {value_info.name!r} of shape {shown} ({describe_layout(layout)}), "
+                           f"received {tuple(array.shape)}; hint: {_shape_hint(want, array.shape, layout)}")
+
+
+def _fits(want: list[int | str], shape: tuple[int, ...]) -> bool:
+    return len(want) == len(shape) and all(isinstance(w, str) or w == n for w, n in zip(want, shape))
+
+
+def _shape_hint(want: list[int | str], shape: tuple[int, ...], layout: str | None) -> str:
+    """How to make an array of ``shape`` fit ``want``: move the batch axis, or reshape each sample."""
+    if len(shape) > 1 and _fits(want, (*shape[-1:], *shape[:-1])) and layout != "native":
+        return "the array looks batch last (neon's layout); np.moveaxis(x, -1, 0) makes it batch first" + \
+            (", or export the model with layout='native'" if layout == "onnx" else "")
+    if len(shape) > 1 and _fits(want, (*shape[1:], shape[0])) and layout == "native":
+        return ("the model was exported with layout='native' (batch last); np.moveaxis(x, 0, -1) makes the array "
+                "batch last, or export the model with layout='onnx' (the default)")
+    fixed = [w for w in want[1:] if isinstance(w, int)]
+    if shape and isinstance(want[0], str) and len(fixed) == len(want) - 1 and \
+            int(np.prod(shape[1:], dtype=np.int64)) == int(np.prod(fixed, dtype=np.int64)):
+        return f"each sample has the right number of values: save x.reshape{(shape[0], *fixed)}"
+    named = [w for w in want if isinstance(w, str)]
+    return f"save an array of that shape ({', '.join(named)}: any length)" if named else \
+        "save an array of that shape"
+
+
 def run_onnx(args: argparse.Namespace) -> int:
     """The ``run`` subcommand: run ``args.path`` on the ``--input`` arrays and print (and save) the outputs; exit 0.
 
     Raises:
         UsageError: a missing, unknown or repeated input name, or an array whose dtype cannot be
             cast safely to the input's (exit code 2).
-        CommandError: an ``--input`` file that is not a ``.npy`` array.
+        CommandError: an ``--input`` file that is not a ``.npy`` array, or an array whose shape
+            the input does not declare (the expected shape and layout, and a hint).
         OnnxError: not a valid model, an operator we lack, or shapes the model rejects (exit code 1).
     """
     if args.output is not None and Path(args.output).suffix != ".npz":
@@ -255,6 +300,7 @@ def run_onnx(args: argparse.Namespace) -> int:
                          f"--input {rep.input_names[0] if rep.input_names else 'x'}=batch.npy")
     declared = _declared_dtypes(model)
     arrays = {name: _cast(name, _read_array(name, path), declared, path) for name, path in args.input}
+    _check_shapes(model, arrays)
     outputs = rep.run(arrays)
     names = [v.name for v in model.graph.output]
     for name, value in zip(names, outputs):

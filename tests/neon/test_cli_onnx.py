@@ -241,9 +241,36 @@ def test_run_errors_exit_1(models, tmp_path: Path, capsys) -> None:
     assert "none.npy: No such file or directory" in capsys.readouterr().err
     wrong_rank = _npy(tmp_path / "r.npy", np.zeros((2, 3, 1), np.float32))
     assert ngraph_main(["run", str(models["affine"]), "-i", f"X={wrong_rank}"]) == 1
-    assert "declared rank 2" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "expected input 'X' of shape [N, 3] (as the model declares it), received (2, 3, 1); hint:" in err
     assert ngraph_main(["run", str(models["affine"]), "-i", f"X={wrong_rank}", "-o", "out.txt"]) == 2
     assert "expected --output to end in .npz" in capsys.readouterr().err
+
+
+def test_run_an_exported_model_states_the_shape_and_layout_it_expects(tmp_path: Path, capsys) -> None:
+    from neon.layers import Affine
+    from neon.model import Model
+    from ngraph_core.frontends.onnx import export
+
+    model = Model([Affine(3)])
+    model.build((784,), batch_size=2)
+    path = tmp_path / "mlp.onnx"
+    export(model, path)  # batch first: [N, 784]
+    images = _npy(tmp_path / "images.npy", np.zeros((2, 28, 28), np.float32))
+    assert ngraph_main(["run", str(path), "-i", f"X={images}"]) == 1
+    err = capsys.readouterr().err
+    assert "expected input 'X' of shape [N, 784] (batch first, ONNX layout), received (2, 28, 28)" in err
+    assert "hint: each sample has the right number of values: save x.reshape(2, 784)" in err
+    batch_last = _npy(tmp_path / "last.npy", np.zeros((784, 2), np.float32))
+    assert ngraph_main(["run", str(path), "-i", f"X={batch_last}"]) == 1
+    assert "looks batch last (neon's layout); np.moveaxis(x, -1, 0)" in capsys.readouterr().err
+    assert ngraph_main(["run", str(path), "-i", f"X={_npy(tmp_path / 'x.npy', np.ones((2, 784), np.float32))}"]) == 0
+    assert capsys.readouterr().out.startswith("output_0: shape (2, 3) float32")
+    export(model, path, layout="native")  # [784, N]
+    assert ngraph_main(["run", str(path), "-i", f"X={_npy(tmp_path / 'x.npy', np.ones((2, 784), np.float32))}"]) == 1
+    err = capsys.readouterr().err
+    assert "of shape [784, N] (batch last, ngraph's native layout), received (2, 784)" in err
+    assert "exported with layout='native'" in err
 
 
 def test_parsers_of_assignments() -> None:

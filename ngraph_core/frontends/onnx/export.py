@@ -5,11 +5,13 @@ so every op maps through the table in ``export_ops.py``. Named axes become posit
 tensor's dims in its axes' order) and the batch axis ``N`` becomes the symbolic dim ``"N"``
 unless the graph fixes its length (``export_context`` says when; then a static batch and an
 ``ExportWarning``). Node names are the ops' scope paths and initializer names the variables'
-paths, so an exported model keeps its layer names. The model is checked with
+paths, so an exported model keeps its layer names. Inputs and outputs are batch first by default
+(``layout="onnx"``: ``[N, F]``, ``[N, C, H, W]``, ``[N, T, F]``, ``[N, T]``; ``export_layout``
+says how), or in the graph's batch-last order with ``layout="native"``. The model is checked with
 ``onnx.checker.check_model(full_check=True)`` before it is returned or written.
 
 Example:
-    >>> model = export(neon_model, "mlp.onnx", batch_size=1)       # dynamic batch "N"
+    >>> model = export(neon_model, "mlp.onnx", batch_size=1)       # dynamic batch "N", input [N, 784]
     >>> sess = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
 """
 
@@ -30,6 +32,7 @@ from ...ir import Op, OpType
 from ...ir.graph import walk
 from ...ir.node import ArrayValue
 from .export_context import MIN_OPSET, BakedBatch, Emitter, ExportError, Value
+from .export_layout import LAYOUT_KEY, LAYOUTS, io_order
 from .export_ops import CONVERTERS
 
 __all__ = ["ExportError", "ExportWarning", "export"]
@@ -43,7 +46,8 @@ class ExportWarning(UserWarning):
 
 def export(source: Any, path: str | os.PathLike | None = None, opset: int = 17, batch_size: int = 1,
            dynamic_batch: bool = True, input_names: Sequence[str] | None = None,
-           output_names: Sequence[str] | None = None, *, transformer: Any = None) -> onnx.ModelProto:
+           output_names: Sequence[str] | None = None, *, transformer: Any = None,
+           layout: str = "onnx") -> onnx.ModelProto:
     """Write an inference graph as an ONNX model (checked by ``onnx.checker``); optionally save it atomically.
 
     Args:
@@ -58,17 +62,22 @@ def export(source: Any, path: str | os.PathLike | None = None, opset: int = 17, 
         input_names / output_names: ONNX names of the inputs and outputs (default: the ops' names).
         transformer: for an ``(inputs, outputs)`` pair, the transformer whose variable values to
             export (default: the variables' initial values).
+        layout: ``"onnx"`` (default): inputs and outputs batch first (``[N, F]``, ``[N, C, H, W]``,
+            sequences ``[N, T, F]`` and token ids ``[N, T]``), transposed to and from the graph's
+            order inside the model; ``"native"``: the graph's own order, batch last (``[F, N]``).
 
     Returns:
         the ``onnx.ModelProto``.
 
     Raises:
         ExportError: an op with no ONNX mapping (named, with its scope), an unknown source kind,
-            an opset out of range, names that do not fit, or a model the checker refuses.
+            an opset out of range, a layout other than "onnx" or "native", names that do not fit,
+            or a model the checker refuses.
 
     Example:
         >>> proto = export(([x], [y]), "net.onnx", transformer=t)
         >>> proto = export(model, opset=18, dynamic_batch=False, batch_size=32)
+        >>> proto = export(model, layout="native")  # inputs [784, N], as the graph holds them
     """
     latest = onnx.defs.onnx_opset_version()
     if not isinstance(opset, int) or not MIN_OPSET <= opset <= latest:
@@ -77,6 +86,9 @@ def export(source: Any, path: str | os.PathLike | None = None, opset: int = 17, 
     if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
         raise ExportError(f"ONNX export: expected a positive int batch_size, received {batch_size!r}; hint: the "
                           "batch length a neon model builds its graph for, e.g. 1")
+    if layout not in LAYOUTS:
+        raise ExportError(f"ONNX export: expected layout 'onnx' or 'native', received {layout!r}; hint: 'onnx' "
+                          "(the default) writes inputs batch first ([N, F]), 'native' as the graph holds them ([F, N])")
     inputs, outputs, values = read_source(source, transformer, batch_size)
     names_in = _names(input_names, [p.meta.name or f"input_{i}" for i, p in enumerate(inputs)], "input")
     names_out = _names(output_names, [o.meta.name or f"output_{i}" for i, o in enumerate(outputs)], "output")
@@ -84,9 +96,9 @@ def export(source: Any, path: str | os.PathLike | None = None, opset: int = 17, 
         raise ExportError(f"ONNX export: input and output names must differ, received {names_in} and {names_out}; "
                           "hint: pass output_names=")
     try:
-        model = _build(inputs, outputs, values, opset, dynamic_batch, names_in, names_out)
+        model = _build(inputs, outputs, values, opset, dynamic_batch, names_in, names_out, layout)
     except BakedBatch as reason:
-        model = _build(inputs, outputs, values, opset, False, names_in, names_out)  # warn once it succeeded
+        model = _build(inputs, outputs, values, opset, False, names_in, names_out, layout)  # warn once it succeeded
         batch = next((a.length for op in walk(outputs) for a in op.axes if a.is_batch), None)
         warnings.warn(f"ONNX export: exporting a static batch of {batch}, not a dynamic one: {reason}; hint: build "
                       "the graph so the batch axis N stays a whole axis, or pass dynamic_batch=False",
@@ -176,25 +188,35 @@ def _names(given: Sequence[str] | None, default: list[str], what: str) -> list[s
 
 
 def _build(inputs: list[Op], outputs: list[Op], values: Mapping[Op, np.ndarray], opset: int, dynamic: bool,
-           names_in: list[str], names_out: list[str]) -> onnx.ModelProto:
+           names_in: list[str], names_out: list[str], layout: str) -> onnx.ModelProto:
     em = Emitter(opset, dynamic, CONVERTERS, dict(values))
     for op in walk(outputs):
         if op.op is OpType.SCAN_RESULT:
             em.scan_uses.setdefault(op.src[0], set()).add(op.arg)
     for name in [*names_in, *names_out]:
         em.value_name(name)  # reserved: no generated name takes them
-    for p, name in zip(inputs, names_in):
-        em.graph.inputs.append(em.tensor_info(name, p))
-        em.bind(p, Value(name, (True,) * len(p.axes)))
+    for p, name in zip(inputs, names_in):  # each input in the layout's order, transposed to the graph's
+        order = io_order(p.axes, layout)
+        em.graph.inputs.append(em.tensor_info(name, p, order))
+        em.current = p
+        em.bind(p, Value(em.transpose(name, sorted(range(len(order)), key=order.__getitem__)),
+                         (True,) * len(p.axes)))
+    em.current = None
     if dynamic:
-        first = next(((name, p) for p, name in zip(inputs, names_in) if p.axes.batch_axis is not None), None)
-        if first is not None:
-            em.set_batch_source(first[0], first[1].axes.index(first[1].axes.batch_axis))
+        first = next(((name, p.axes) for p, name in zip(inputs, names_in) if p.axes.batch_axis is not None), None)
+        if first is not None:  # N's position in the graph input, as the layout writes it
+            name, axes = first
+            em.set_batch_source(name, io_order(axes, layout).index(axes.index(axes.batch_axis)))
     em.convert(outputs)
-    for op, name in zip(outputs, names_out):
+    for op, name in zip(outputs, names_out):  # each output transposed from the graph's order to the layout's
         em.current = op
-        em.node("Identity", [em.full(op)], outputs=[name])
-        em.graph.outputs.append(em.tensor_info(name, op))
+        order = io_order(op.axes, layout)
+        full = em.full(op)
+        if order == sorted(order):
+            em.node("Identity", [full], outputs=[name])
+        else:
+            em.node("Transpose", [full], outputs=[name], perm=order)
+        em.graph.outputs.append(em.tensor_info(name, op, order))
     graph = helper.make_graph(em.graph.nodes, "ngraph", em.graph.inputs, em.graph.outputs, em.initializers)
     opsets = [helper.make_opsetid("", opset)]
     try:  # the oldest IR that holds the opset, for the widest runtime support
@@ -202,7 +224,7 @@ def _build(inputs: list[Op], outputs: list[Op], values: Mapping[Op, np.ndarray],
     except ValueError:  # an opset newer than onnx's version table
         ir_version = onnx.IR_VERSION
     model = helper.make_model(graph, opset_imports=opsets, producer_name=PRODUCER, ir_version=ir_version)
-    helper.set_model_props(model, {"ngraph.batch_axis": "N" if dynamic else "static"})
+    helper.set_model_props(model, {"ngraph.batch_axis": "N" if dynamic else "static", LAYOUT_KEY: layout})
     return model
 
 

@@ -290,9 +290,11 @@ class Emitter:
         self.graph.cache[key] = name
         return name
 
-    def tensor_info(self, name: str, op: Op) -> onnx.ValueInfoProto:
-        """A graph input's or output's type: ``op``'s dtype and dims (``"N"`` when dynamic)."""
-        return helper.make_tensor_value_info(name, onnx_dtype(op.dtype), self.dims(op.axes))
+    def tensor_info(self, name: str, op: Op, order: Sequence[int] | None = None) -> onnx.ValueInfoProto:
+        """A graph input's or output's type: ``op``'s dtype and dims (``"N"`` when dynamic), its axes taken
+        in ``order`` (positions; default: as they are)."""
+        axes = op.axes if order is None else Axes([op.axes[i] for i in order])
+        return helper.make_tensor_value_info(name, onnx_dtype(op.dtype), self.dims(axes))
 
     # -- conversion -------------------------------------------------------------------------------
     def convert(self, roots: Sequence[Op]) -> None:

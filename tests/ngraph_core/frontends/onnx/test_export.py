@@ -1,8 +1,10 @@
 """ONNX export: graphs, neon models (MLP, CNN with batch norm, LSTM and bi-directional sequence
 classifiers) and an element-wise zoo go through ``export`` -> ``onnx.checker`` -> onnxruntime and
 match our outputs within 1e-5 (float32), at batch 1 and 5 for models exported with a dynamic batch.
-Also: deconvolution, sub-graph calls and gradient-shaped pads, a round trip through our importer,
-atomic writes, the static-batch fallback and the error for an op without an ONNX form."""
+onnxruntime is fed batch-first arrays (the default ``layout="onnx"``: ``[N, F]``, ``[N, C, H, W]``,
+``[N, T, F]``, ``[N, T]``) and its outputs match ours transposed the same way. Also: deconvolution,
+sub-graph calls and gradient-shaped pads, a round trip through our importer, atomic writes, the
+static-batch fallback and the error for an op without an ONNX form."""
 
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ from neon.layers import LSTM, Affine, BiRNN, Conv, Deconv, LookupTable, Pool
 from neon.model import Model
 from neon.optimizers import GradientDescentMomentum
 from ngraph_core.frontends.onnx.export import ExportError, ExportWarning, export
+from ngraph_core.frontends.onnx.export_layout import onnx_order
 
 ATOL = 1e-5
 
@@ -30,6 +33,20 @@ ATOL = 1e-5
 def run_onnx(proto: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
     sess = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
     return sess.run(None, feeds)
+
+
+def batch_first(array: np.ndarray, op: ng.Op) -> np.ndarray:
+    """``array`` (in ``op``'s axes' order, batch last) in the ONNX layout: batch first, then time, then the rest."""
+    return np.transpose(array, onnx_order(op.axes))
+
+
+def check_outputs(proto: onnx.ModelProto, inputs: list[ng.Op], outputs: list[ng.Op], feeds: list[np.ndarray],
+                  ours: list[np.ndarray]) -> None:
+    """onnxruntime on the feeds made batch first matches our outputs made batch first."""
+    names = [i.name for i in proto.graph.input]
+    theirs = run_onnx(proto, {n: batch_first(f, p) for n, f, p in zip(names, feeds, inputs)})
+    for i, (got, want, op) in enumerate(zip(theirs, ours, outputs)):
+        np.testing.assert_allclose(got, batch_first(want, op), atol=ATOL, rtol=1e-5, err_msg=f"output {i}: {op!r}")
 
 
 def run_ours(inputs: list[ng.Op], outputs: list[ng.Op], feeds: list[np.ndarray], transformer=None) -> list:
@@ -58,9 +75,7 @@ def check_model(model: Model, proto: onnx.ModelProto, batches: tuple[int, ...] =
         inputs, outputs, _ = model.__ngraph_inference__(n)
         feeds = model_feeds(inputs, rng)
         ours = run_ours(inputs, outputs, feeds, model.transformer)
-        theirs = run_onnx(proto, {p.meta.name: f for p, f in zip(inputs, feeds)})
-        assert theirs[0].shape == ours[0].shape
-        np.testing.assert_allclose(theirs[0], ours[0], atol=ATOL, rtol=1e-5)
+        check_outputs(proto, inputs, outputs, feeds, ours)
 
 
 def dims(proto: onnx.ModelProto, i: int = 0) -> list:
@@ -84,8 +99,8 @@ def test_plain_mlp_graph_with_trained_weights_from_a_transformer() -> None:
         proto = export(([x], [y]), transformer=t, output_names=["probs"])
         feed = rng.standard_normal((6, 4)).astype(np.float32)
         (ours,) = run_ours([x], [y], [feed], t)
-    assert dims(proto) == [6, "N"] and proto.graph.output[0].name == "probs"
-    np.testing.assert_allclose(run_onnx(proto, {"x": feed})[0], ours, atol=ATOL)
+    assert dims(proto) == ["N", 6] and proto.graph.output[0].name == "probs"
+    np.testing.assert_allclose(run_onnx(proto, {"x": feed.T})[0], ours.T, atol=ATOL)
     # without a transformer the variables' initial values are exported
     init = {i.name.rsplit("/", 1)[-1]: onnx.numpy_helper.to_array(i) for i in export(([x], [y])).graph.initializer}
     assert any(a.shape == (8, 6) and np.all(a == np.float32(0.1)) for a in init.values())
@@ -103,7 +118,7 @@ def test_neon_mlp_trained_a_few_steps_exports_with_a_dynamic_batch(tmp_path: Pat
     path = tmp_path / "mlp.onnx"
     proto = export(model, path)
     assert onnx.load(str(path)) == proto  # the written file is the whole model
-    assert dims(proto) == [10, "N"]
+    assert dims(proto) == ["N", 10]
     names = [n.name for n in proto.graph.node]
     assert any(n.startswith("Sequential_0/Affine_0/Linear_0/") for n in names), names  # layer names kept
     assert {i.name for i in proto.graph.initializer} >= {"Sequential_0/Affine_0/Linear_0/W"}
@@ -147,15 +162,15 @@ def test_neon_bidirectional_rnn_over_an_embedding_exports_a_reverse_scan() -> No
         ids = rng.integers(0, 14, inputs[0].axes.lengths).astype(inputs[0].dtype)  # 12, 13: out of the table
         lengths = rng.integers(1, 7, (n,)).astype(inputs[1].dtype)
         (ours,) = run_ours(inputs, outputs, [ids, lengths], model.transformer)
-        theirs = run_onnx(proto, {"X": ids, "lengths": lengths})[0]
-        np.testing.assert_allclose(theirs, ours, atol=ATOL)
+        theirs = run_onnx(proto, {"X": ids.T, "lengths": lengths})[0]  # token ids [N, T]
+        np.testing.assert_allclose(theirs, ours.transpose(2, 1, 0), atol=ATOL)  # [K, T, N] -> [N, T, K]
 
 
 def test_deconvolution_exports_as_conv_transpose() -> None:
     model = Model([Deconv((3, 3, 4), strides=2, padding=1, output_padding=1, activation="relu")])
     model.build((2, 5, 5), batch_size=1)
     proto = export(model, dynamic_batch=False)
-    assert "ConvTranspose" in {n.op_type for n in proto.graph.node} and dims(proto) == [2, 5, 5, 1]
+    assert "ConvTranspose" in {n.op_type for n in proto.graph.node} and dims(proto) == [1, 2, 5, 5]
     check_model(model, proto, batches=(1,))
 
 
@@ -169,8 +184,7 @@ def test_a_compiled_computation_exports_its_placeholders_and_results() -> None:
         proto = export(comp, input_names=["inp"], output_names=["a", "b"])
         feed = np.random.default_rng(4).standard_normal((4, 3)).astype(np.float32)
         ours = comp(feed)
-    for got, want in zip(run_onnx(proto, {"inp": feed}), ours):
-        np.testing.assert_allclose(got, want, atol=ATOL)
+    check_outputs(proto, [x], comp.results, [feed], list(ours))
 
 
 def test_an_exported_cnn_imports_back_and_runs_on_our_transformer() -> None:
@@ -182,8 +196,51 @@ def test_an_exported_cnn_imports_back_and_runs_on_our_transformer() -> None:
     inputs, outputs, _ = model.__ngraph_inference__(3)
     feed = np.random.default_rng(9).standard_normal((2, 6, 6, 3)).astype(np.float32)
     (ours,) = run_ours(inputs, outputs, [feed], model.transformer)
-    (back,) = import_model(export(model), dims={"N": 3}).run({"X": feed})
+    (back,) = import_model(export(model), dims={"N": 3}).run({"X": feed.transpose(3, 0, 1, 2)})  # [N, C, H, W]
+    np.testing.assert_allclose(back, ours.T, atol=ATOL)
+    (back,) = import_model(export(model, layout="native"), dims={"N": 3}).run({"X": feed})
     np.testing.assert_allclose(back, ours, atol=ATOL)
+    model = Model([LookupTable(12, 5), LSTM(4, return_sequence=True), Affine(2)])  # token ids [N, T]
+    model.build((6,), batch_size=3, kind="tokens")
+    inputs, outputs, _ = model.__ngraph_inference__(3)
+    feeds = [np.random.default_rng(9).integers(0, 12, (6, 3)).astype(inputs[0].dtype),
+             np.array([6, 2, 1], inputs[1].dtype)]
+    (ours,) = run_ours(inputs, outputs, feeds, model.transformer)
+    (back,) = import_model(export(model), dims={"N": 3}).run({"X": feeds[0].T, "lengths": feeds[1]})
+    np.testing.assert_allclose(back, batch_first(ours, outputs[0]), atol=ATOL)
+
+
+def test_layouts_inputs_batch_first_by_default_and_batch_last_as_an_option() -> None:
+    """onnxruntime runs MLP, CNN, LSTM and embedding models from batch-first arrays made as such."""
+    rng = np.random.default_rng(10)
+    cases = [(Model([Affine(5, activation="relu"), Affine(3, activation=Softmax())]), (784,), "dense",
+              [["N", 784]], ["N", 3]),
+             (Model([Conv((3, 3, 2), padding=1, activation="relu"), Pool(2), Affine(3)]), (1, 28, 28), "dense",
+              [["N", 1, 28, 28]], ["N", 3]),
+             (Model([LSTM(6), Affine(3)]), (4, 7), "frames", [["N", 7, 4], ["N"]], ["N", 3]),
+             (Model([LookupTable(12, 5), LSTM(4, return_sequence=True), Affine(2)]), (6,), "tokens",
+              [["N", 6], ["N"]], ["N", 6, 2])]
+    for model, shape, kind, want_in, want_out in cases:
+        model.build(shape, batch_size=2, kind=kind)
+        proto = export(model)
+        assert [dims(proto, i) for i in range(len(want_in))] == want_in
+        assert [d.dim_param or d.dim_value for d in proto.graph.output[0].type.tensor_type.shape.dim] == want_out
+        inputs, outputs, _ = model.__ngraph_inference__(3)
+        feeds = []  # batch first, as a user holds them: [N, F], [N, C, H, W], [N, T, F], [N, T]
+        for p, d in zip(inputs, want_in):
+            lengths = [3 if n == "N" else n for n in d]
+            feeds.append(rng.integers(0 if kind == "tokens" else 1, 7, lengths).astype(p.dtype)
+                         if p.dtype.startswith("int") else rng.standard_normal(lengths).astype(p.dtype))
+        (theirs,) = run_onnx(proto, {p.meta.name: f for p, f in zip(inputs, feeds)})
+        native = [np.transpose(f, np.argsort(onnx_order(p.axes))) for p, f in zip(inputs, feeds)]
+        (ours,) = run_ours(inputs, outputs, native, model.transformer)
+        np.testing.assert_allclose(theirs, batch_first(ours, outputs[0]), atol=ATOL, rtol=1e-5)
+        native_proto = export(model, layout="native")  # the graph's own order, no transposes
+        assert dims(native_proto) == [*shape, "N"]
+        (back,) = run_onnx(native_proto, {p.meta.name: f for p, f in zip(inputs, native)})
+        np.testing.assert_allclose(back, ours, atol=ATOL, rtol=1e-5)
+        props = {p.key: p.value for p in proto.metadata_props}, {p.key: p.value for p in native_proto.metadata_props}
+        assert props[0]["ngraph.layout"] == "onnx" and props[1]["ngraph.layout"] == "native"
 
 
 # -- the element-wise zoo and the movement ops ----------------------------------------------------------------
@@ -229,15 +286,11 @@ def zoo_feeds(n: int) -> list[np.ndarray]:
 def test_element_wise_zoo_matches_at_two_batch_sizes() -> None:
     inputs, outputs = zoo(2)
     proto = export((inputs, outputs))
-    assert dims(proto) == [4, "N"]
-    names = [i.name for i in proto.graph.input]
+    assert dims(proto) == ["N", 4]
     for n in (1, 5):
         ins, outs = zoo(n)
         feeds = zoo_feeds(n)
-        ours = run_ours(ins, outs, feeds)
-        theirs = run_onnx(proto, dict(zip(names, feeds)))
-        for i, (got, want) in enumerate(zip(theirs, ours)):
-            np.testing.assert_allclose(got, want, atol=ATOL, rtol=1e-5, err_msg=f"output {i}: {outs[i]!r}")
+        check_outputs(proto, ins, outs, feeds, run_ours(ins, outs, feeds))
 
 
 def test_convolution_geometry_groups_strides_dilation_and_pool_padding() -> None:
@@ -255,9 +308,7 @@ def test_convolution_geometry_groups_strides_dilation_and_pool_padding() -> None
     ceil.append(ng.pooling(x, 3, op="avg", strides=2, ceil_mode=True))
     feed = np.random.default_rng(7).standard_normal((2, 6, 9, 7)).astype(np.float32)
     proto = export(([x], [y, z, m, *ceil]), dynamic_batch=False)
-    ours = run_ours([x], [y, z, m, *ceil], [feed])
-    for got, want in zip(run_onnx(proto, {"x": feed}), ours):
-        np.testing.assert_allclose(got, want, atol=ATOL, rtol=1e-5)
+    check_outputs(proto, [x], [y, z, m, *ceil], [feed], run_ours([x], [y, z, m, *ceil], [feed]))
 
 
 @ng.custom_gradient
@@ -282,8 +333,7 @@ def test_sub_graph_calls_custom_gradients_sequential_and_a_gradient_graph() -> N
     feeds = [rng.standard_normal((4, 3)).astype(np.float32), rng.standard_normal((4, 7)).astype(np.float32)]
     ours = run_ours([x, z], outputs, feeds)
     assert np.count_nonzero(ours[5]) == 2  # the gradient really is a pad of 2 values into [C:4, D:7]
-    for got, want in zip(run_onnx(proto, {"x": feeds[0], "z": feeds[1]}), ours):
-        np.testing.assert_allclose(got, want, atol=ATOL, rtol=1e-5)
+    check_outputs(proto, [x, z], outputs, feeds, ours)
 
 
 # -- the batch axis, files and errors --------------------------------------------------------------------
@@ -295,12 +345,12 @@ def test_a_reshape_that_merges_the_batch_axis_falls_back_to_a_static_batch() -> 
     y = ng.flatten(x, [C, N]) * 2.0  # [C_N:12]: the batch length is baked into the shape
     with pytest.warns(ExportWarning, match="static batch of 4"):
         proto = export(([x], [y]))
-    assert dims(proto) == [3, 4]
+    assert dims(proto) == [4, 3]
     feed = np.arange(12, dtype=np.float32).reshape(3, 4)
-    np.testing.assert_allclose(run_onnx(proto, {"x": feed})[0], feed.reshape(-1) * 2)
+    np.testing.assert_allclose(run_onnx(proto, {"x": feed.T})[0], feed.reshape(-1) * 2)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert dims(export(([x], [y]), dynamic_batch=False)) == [3, 4]  # asked for: no warning
+        assert dims(export(([x], [y]), dynamic_batch=False)) == [4, 3]  # asked for: no warning
 
 
 def _ctc_graph() -> tuple[list[ng.Op], list[ng.Op]]:
@@ -332,6 +382,7 @@ def test_bad_sources_options_and_names_raise_export_errors() -> None:
         lambda: export(([ng.exp(x)], [x + 1.0])),
         lambda: export(([], [x + 1.0])),  # reads a placeholder that is not an input
         lambda: export(([x], [x + 1.0]), batch_size=0),
+        lambda: export(([x], [x + 1.0]), layout="NCHW"),
         lambda: export(([x], [x * ng.uniform([C, N])])),  # random ops: only in training graphs
         lambda: export(([x], [ng.sequential([ng.assign(w, w + 1.0), x * w])])),  # a training step writes
     ]
