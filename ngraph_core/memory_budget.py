@@ -84,7 +84,10 @@ def tensor_bytes(lengths: Iterable[int], dtype: str | np.dtype) -> int:
 
 
 def format_bytes(n: int) -> str:
-    """``n`` in the largest binary unit that keeps it >= 1 (``"1.0 GiB"``); bytes below 1 KiB."""
+    """``n`` in the largest binary unit that keeps it >= 1 (``"1.0 GiB"``); bytes below 1 KiB, and past 1024 EiB
+    (``"1.6e+31 B"``)."""
+    if n >= 1 << 70:
+        return f"{n:.2g} B"
     for unit, size in (("EiB", 1 << 60), ("PiB", 1 << 50), ("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20),
                        ("KiB", 1 << 10)):
         if n >= size:

@@ -46,8 +46,8 @@ def test_the_budget_is_the_keyword_else_the_environment_else_1_gib(monkeypatch: 
 def test_tensor_bytes_and_format_bytes() -> None:
     assert tensor_bytes((2**40,), "float32") == 4 << 40 and tensor_bytes((), "int8") == 1
     assert tensor_bytes((2**62, 0), "float32") == 2**64  # an empty axis counts as 1: NumPy could not make it
-    assert [format_bytes(n) for n in (0, 1023, 1024, 3 << 29, 1 << 60)] == ["0 B", "1023 B", "1.0 KiB", "1.5 GiB",
-                                                                           "1.0 EiB"]
+    assert [format_bytes(n) for n in (0, 1023, 1024, 3 << 29, 1 << 60, 2**64 * 2**40)] == [
+        "0 B", "1023 B", "1.0 KiB", "1.5 GiB", "1.0 EiB", "2e+31 B"]
 
 
 def test_a_tensor_over_the_budget_is_refused_at_compile_before_allocating() -> None:

@@ -255,7 +255,7 @@ def convert_nodes(ctx: ImportContext, nodes: Sequence[Any]) -> None:
                 result = fn(ctx, node, inputs)
             except (NgraphError, UnsupportedOnnxOpError):
                 raise
-            except (ValueError, TypeError, IndexError, KeyError) as exc:  # a malformed node: say which
+            except (ValueError, TypeError, IndexError, KeyError, ArithmeticError) as exc:  # a malformed node: say which
                 raise OnnxError(f"{proto.op_type} node {name!r}: {type(exc).__name__}: {exc}") from exc
             except MemoryError as exc:  # a helper array a converter sized from the model (the budget bounds it)
                 raise OnnxBudgetError(f"{proto.op_type} node {name!r}: out of memory computing its value at import "

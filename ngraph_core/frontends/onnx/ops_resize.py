@@ -37,35 +37,36 @@ NEAREST_MODES = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil", "si
 FLOATS = ("float16", "float32", "float64")
 
 
-# -- 1-D kernels: coefficients of the neighbours of a source coordinate, as the ONNX reference --
-def nearest_coeffs(mode: str, downsample: bool) -> Callable[[float, float], np.ndarray]:
+# -- 1-D kernels: coefficients of the neighbours of source coordinates, as the ONNX reference --
+# each maps the ratios ``[m]`` (a coordinate's distance past its left neighbour, in (0, 1]) to taps ``[m, n]``;
+# vectorized over the output positions: an output dim of millions (a hostile ``sizes``) costs NumPy time, not a loop
+def nearest_coeffs(mode: str, downsample: bool) -> Callable[[np.ndarray, float], np.ndarray]:
     """The two-tap nearest kernel: ``[1, 0]`` takes the left neighbour, ``[0, 1]`` the right one."""
     if mode == "simple":  # Resize-10 / Upsample: floor when enlarging, ceil when shrinking
         mode = "ceil" if downsample else "floor"
 
-    def coeffs(ratio: float, scale: float) -> np.ndarray:
-        if float(ratio).is_integer():
-            return np.array([0.0, 1.0])
-        right = {"round_prefer_floor": ratio > 0.5, "round_prefer_ceil": ratio >= 0.5, "floor": False,
-                 "ceil": True}[mode]
-        return np.array([0.0, 1.0]) if right else np.array([1.0, 0.0])
+    def coeffs(ratio: np.ndarray, scale: float) -> np.ndarray:
+        right = {"round_prefer_floor": ratio > 0.5, "round_prefer_ceil": ratio >= 0.5,
+                 "floor": np.zeros(ratio.shape, bool), "ceil": np.ones(ratio.shape, bool)}[mode]
+        right = right | (ratio == 1.0)  # on a neighbour: the right one (the coordinate itself)
+        return np.stack([~right, right], axis=1).astype(np.float64)
     return coeffs
 
 
-def linear_coeffs(antialias: bool) -> Callable[[float, float], np.ndarray]:
+def linear_coeffs(antialias: bool) -> Callable[[np.ndarray, float], np.ndarray]:
     """The triangle kernel (widened by 1/scale when ``antialias`` and shrinking)."""
-    def coeffs(ratio: float, scale: float) -> np.ndarray:
+    def coeffs(ratio: np.ndarray, scale: float) -> np.ndarray:
         if not antialias:
-            return np.array([1 - ratio, ratio])
+            return np.stack([1 - ratio, ratio], axis=1)
         scale = min(scale, 1.0)
         start = int(np.floor(-1 / scale) + 1)
-        args = (np.arange(start, 2 - start) - ratio) * scale
+        args = (np.arange(start, 2 - start)[None, :] - ratio[:, None]) * scale
         c = np.clip(1 - np.abs(args), 0, 1)
-        return c / c.sum()
+        return c / c.sum(axis=1, keepdims=True)
     return coeffs
 
 
-def cubic_coeffs(a: float, antialias: bool) -> Callable[[float, float], np.ndarray]:
+def cubic_coeffs(a: float, antialias: bool) -> Callable[[np.ndarray, float], np.ndarray]:
     """Keys' cubic kernel with coefficient ``a`` (widened by 1/scale when ``antialias`` and shrinking)."""
     def kernel(x: np.ndarray) -> np.ndarray:
         x = np.abs(x)
@@ -73,13 +74,13 @@ def cubic_coeffs(a: float, antialias: bool) -> Callable[[float, float], np.ndarr
         far = ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
         return np.where(x <= 1, near, np.where(x < 2, far, 0.0))
 
-    def coeffs(ratio: float, scale: float) -> np.ndarray:
+    def coeffs(ratio: np.ndarray, scale: float) -> np.ndarray:
         if not antialias:
-            return kernel(np.array([ratio + 1, ratio, 1 - ratio, 2 - ratio]))
+            return kernel(np.stack([ratio + 1, ratio, 1 - ratio, 2 - ratio], axis=1))
         scale = min(scale, 1.0)
         start = int(np.floor(-2 / scale) + 1)
-        c = kernel(scale * (np.arange(start, 2 - start) - ratio))
-        return c / c.sum()
+        c = kernel(scale * (np.arange(start, 2 - start)[None, :] - ratio[:, None]))
+        return c / c.sum(axis=1, keepdims=True)
     return coeffs
 
 
@@ -105,13 +106,14 @@ def source_coordinates(mode: str, out_len: int, in_len: int, scale: float, roi: 
 
 
 def weights(in_len: int, out_len: int, scale: float, roi: tuple[float, float], coordinate_mode: str,
-            coeffs: Callable[[float, float], np.ndarray], exclude_outside: bool) -> tuple[np.ndarray, np.ndarray]:
+            coeffs: Callable[[np.ndarray, float], np.ndarray], exclude_outside: bool) -> tuple[np.ndarray, np.ndarray]:
     """The resampling matrix of one dim and which outputs fall outside the input, as the ONNX reference computes.
 
     Args:
         in_len, out_len: the dim's input and output lengths; scale: their ratio (or the policy's scale).
         roi: the dim's (start, end) region for ``tf_crop_and_resize``; coordinate_mode: the mapping.
-        coeffs: the kernel, ``coeffs(ratio, scale)`` -> weights of the neighbours around the coordinate.
+        coeffs: the kernel, ``coeffs(ratios [m], scale)`` -> weights ``[m, taps]`` of the neighbours around
+            each coordinate.
         exclude_outside: zero (and renormalise) the weights of neighbours outside the input.
 
     Returns:
@@ -123,24 +125,26 @@ def weights(in_len: int, out_len: int, scale: float, roi: tuple[float, float], c
     x = source_coordinates(coordinate_mode, out_len, in_len, scale, roi)
     outside = (x < 0) | (x > in_len - 1) if coordinate_mode == "tf_crop_and_resize" else np.zeros(out_len, bool)
     matrix = np.zeros((out_len, in_len))
-    for row, x_ori in enumerate(x):
-        base = math.floor(x_ori)
-        ratio = 1.0 if x_ori == base else x_ori - base  # prefer the left pixel: ratio in (0, 1]
-        c = np.asarray(coeffs(ratio, scale), dtype=np.float64)
-        n = len(c)
-        pad = math.ceil(n / 2)
-        padded = x_ori + pad
-        p = math.floor(padded)
-        frac = padded - p
-        if n % 2 == 0:  # even taps: windows centred on half integers, ties to the left one
-            start = p - n // 2 if frac == 0 else p - n // 2 + 1
-        else:
-            start = p - (n - 1) // 2 + (0 if frac <= 0.5 else 1)
-        idx = np.arange(start, start + n) - pad
-        if exclude_outside:
-            c = np.where((idx < 0) | (idx >= in_len), 0.0, c)
-            c = c / (c.sum() or 1.0)
-        np.add.at(matrix[row], np.clip(idx, 0, in_len - 1), c)
+    if out_len == 0:
+        return matrix, outside
+    base = np.floor(x)
+    ratio = np.where(x == base, 1.0, x - base)  # prefer the left pixel: ratio in (0, 1]
+    c = np.asarray(coeffs(ratio, scale), dtype=np.float64)  # [m, n]
+    n = c.shape[1]
+    pad = math.ceil(n / 2)
+    padded = x + pad
+    p = np.floor(padded)
+    frac = padded - p
+    if n % 2 == 0:  # even taps: windows centred on half integers, ties to the left one
+        start = np.where(frac == 0, p - n // 2, p - n // 2 + 1)
+    else:
+        start = p - (n - 1) // 2 + np.where(frac <= 0.5, 0, 1)
+    idx = start.astype(np.int64)[:, None] + np.arange(n) - pad  # [m, n]
+    if exclude_outside:
+        c = np.where((idx < 0) | (idx >= in_len), 0.0, c)
+        total = c.sum(axis=1, keepdims=True)
+        c = c / np.where(total == 0, 1.0, total)
+    np.add.at(matrix, (np.arange(out_len)[:, None], np.clip(idx, 0, in_len - 1)), c)
     return matrix, outside
 
 
