@@ -16,7 +16,7 @@ BENCH_STAMP := $(VENV)/.installed-bench
 DOCS_STAMP := $(VENV)/.installed-docs
 PAIRS ?= 5
 
-.PHONY: venv run walkthrough test test-gpu fuzz bench docs clean
+.PHONY: venv run walkthrough test test-gpu fuzz bench figures docs clean
 
 DATA := $(VENV)/data
 DATA_STAMP := $(DATA)/.fetched
@@ -109,6 +109,12 @@ docs: $(DOCS_STAMP)
 
 bench: $(BENCH_STAMP)
 	$(PY) benchmarks/run.py mlp_step --pairs $(PAIRS)
+
+# The figures README.md and docs/ quote from runs (make run's accuracy and seconds, the ONNX node suite's
+# counts, the CartPole DQN's solved step), into docs/figures.json and the marked text of the pages (~4 min;
+# benchmarks/figures.py says which; the docs build and tests/test_docs.py check the pages against the file).
+figures: venv
+	$(PY) benchmarks/figures.py --write
 
 clean:
 	rm -rf $(VENV) site

@@ -195,11 +195,9 @@ def train(env_id: str = DEFAULT_ENV, steps: int = 50_000, buffer_size: int = 100
           progress: bool = False, resume_from: str | Path | None = None) -> TrainResult:
     """Train a Nature DQN on an ALE game for ``steps`` environment steps (see the module docstring).
 
-    Measured on the shared 2-core CPU machine (NumPy backend, 2026-11-25), Pong, default settings:
-    about 800 steps/s while only acting (a batch-1 forward pass per step) and about 60 steps/s
-    while learning (a batch-32 update, ~40-60 ms, every 4 steps) at a load of 3-5; when the
-    other tenants loaded the machine harder (load ~6.5) the same runs gave 25 and 7 steps/s,
-    the convolution kernel taking 95% of the time and the emulator and preprocessing the rest.
+    On CPU, learning (a batch-32 update every 4 steps) is an order of magnitude slower than only acting (a batch-1
+    forward pass per step), the convolution kernel taking nearly all of the time and the emulator and
+    preprocessing the rest (measured: benchmarks/RESULTS.md, "Behind the code: model_zoo/dqn_atari.py").
 
     Args:
         env_id: an ALE id, ``"ALE/Pong-v5"`` by default.

@@ -11,21 +11,10 @@ separate environment and, when they average >= 475, 100 more; if those do too, t
 there and stops (``stop_when_solved``). A final greedy evaluation on 100 further episodes (seeds no
 check used) is reported with the mean of the last 100 *training* episodes.
 
-Measured (2026-11-25, shared 2-core machine, NumPy transformer, ~0.5 ms per update, ~1.2 ms per
-environment step in all, default settings):
-
-=====  ==============  =======  =====================  ======================
-seed   solved at step  seconds  final greedy (100 ep)  last 100 training eps
-=====  ==============  =======  =====================  ======================
-0      60,378          69       500.0                  180.5
-1      40,198          49       500.0                  147.4
-2      20,006          30       500.0                  126.6
-3      70,240          101      500.0                  122.6
-4      50,074          73       500.0                  136.3
-=====  ==============  =======  =====================  ======================
-
-Every seed tried (0-4) solved within the default budget of 100,000 steps: 20,000-70,000 steps, 30-100 s
-(seconds vary with the machine's load; seeds 0-2 ran three at a time, 3-4 two at a time beside a test run).
+Every seed tried (0-4) solved within the default budget of 100,000 steps, each then scoring 500.0 over
+100 fresh greedy episodes. Where seed 0 is solved is a figure of ``make figures`` (``benchmarks/figures.py``
+writes it to ``docs/figures.json``, the docs quote it from there); the first measurement of all five seeds:
+benchmarks/RESULTS.md, "Behind the code: model_zoo/dqn_cartpole.py".
 
 The mean of the last 100 *training* episodes (epsilon-greedy, and spanning policies from earlier in
 training) stays well below 475 at that point and, continuing for 150,000 steps, peaked at 199 and
@@ -37,7 +26,7 @@ Usage:
     python -m model_zoo.dqn_cartpole --steps 5000 --seed 1 --out out/dqn_cartpole
 
     >>> from model_zoo.dqn_cartpole import train
-    >>> result = train(seed=2)   # solved at step 20,006
+    >>> result = train(seed=2)   # stops when solved
     >>> result.solved_at, result.eval_return
 """
 

@@ -3,6 +3,9 @@
 * ``cli.md``: its ``<!-- cli-reference -->`` marker becomes the ``--help`` of every command and
   subcommand, read from the argparse parsers themselves (``neon.cli.neon_main.build_parser`` and
   ``neon.cli.ngraph_main.build_parser``).
+* every page: a figure quoted between ``<!--fig:group.key-->`` and ``<!--/fig-->`` gets its value from
+  ``docs/figures.json`` (``benchmarks/figures.py``, ``make figures``), so the site cannot show another;
+  ``performance.md``'s ``<!-- figures-table -->`` marker becomes the table of them all.
 * ``notebooks/*.ipynb`` (at the repository root) and the figures files (``benchmarks/RESULTS.md``,
   ``RELIABILITY.md``, ``benchmarks/README.md``) join the site as pages without being copied into
   ``docs/``; mkdocs-jupyter renders the notebooks without executing them (the test suite executes
@@ -19,9 +22,11 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 
 from mkdocs.config.defaults import MkDocsConfig
 from mkdocs.plugins import event_priority
@@ -40,7 +45,24 @@ EXTRA_PAGES = {  # site path -> Markdown file in the repository, outside docs/
     "figures/RELIABILITY.md": "RELIABILITY.md",
 }
 
+FIGURES_MARKER = "<!-- figures-table -->"
+
 Command = tuple[tuple[str, ...], argparse.ArgumentParser]
+
+
+def figures_module() -> ModuleType:
+    """``benchmarks/figures.py`` (loaded by path: benchmarks/ is not a package)."""
+    spec = importlib.util.spec_from_file_location("benchmark_figures", ROOT / "benchmarks" / "figures.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def figures_table(figures: dict[str, dict[str, str]]) -> str:
+    """Every figure of ``docs/figures.json`` as a Markdown table: its name (as a marker names it) and value."""
+    rows = [f"| `{group}.{key}` | {value} |"
+            for group in sorted(figures) for key, value in sorted(figures[group].items())]
+    return "\n".join(["| figure | value |", "|---|---|", *rows])
 
 
 def subcommands(parser: argparse.ArgumentParser, path: tuple[str, ...]) -> Iterator[Command]:
@@ -90,6 +112,12 @@ def on_files(files: Files, config: MkDocsConfig) -> Files:
 
 
 def on_page_markdown(markdown: str, page: Page, config: MkDocsConfig, files: Files) -> str:
+    figures = figures_module()
+    markdown = figures.fill(markdown, figures.load())
+    if page.file.src_uri == "performance.md":
+        if FIGURES_MARKER not in markdown:
+            raise ValueError(f"docs/performance.md: expected the marker {FIGURES_MARKER!r} where the figures go")
+        markdown = markdown.replace(FIGURES_MARKER, figures_table(figures.load()))
     if page.file.src_uri != "cli.md":
         return markdown
     if MARKER not in markdown:

@@ -12,12 +12,10 @@ computes dot/conv + bias + activation, the head writing into the output buffer
 epilogue running over it in place while it is in cache. The kernel evaluates the
 program in cache-sized blocks (``transformers/kernels/fused.py``).
 
-Measured (2026-11-22, 1 thread, float32, 2 vCPUs shared with other jobs, load ~5, so
-noisy): conv 3x3 32->64 on 16x16, batch 64, pad 1, + bias + relu forward, medians of 7x10
-calls, two alternating runs: 10.1 / 9.8 ms with the conv as its own op and the bias +
-relu fused after it, 9.3 / 8.9 ms with the conv as the head — about 0.8 ms (8%), the
-separate pass over the 4 MB output; the GEMM (~7 ms) dominates either way. It also
-drops the conv's own output buffer from the memory plan.
+Measured on a conv + bias + relu forward: the conv as the head saves about 8%, the
+separate pass over the output; the GEMM dominates either way (figures:
+benchmarks/RESULTS.md, "Behind the code: passes/fusion.py"). It also drops the conv's own output buffer from the
+memory plan.
 
 Fusion runs after autodiff, so ``fused`` ops need no gradient rule.
 """

@@ -13,9 +13,9 @@ with a chosen output order: one batched matmul, ``kernels/contraction.dot_into``
 element-wise op reads it contiguously too. Sequences that are placeholders, variables or
 views are left as they are: a reorder of them would be a copy this pass does not add.
 
-Measured (2026-11-25, AMD EPYC, one core, the issue-10 LSTM step): the step's ``x_t + W_h h``
-add went from ~40 to ~10 us a step; the projection itself costs 1.68 ms (batched matmul) +
-0.36 ms (bias) against 1.72 + 0.34 before, where a plain reorder of the add cost 0.97 ms.
+Measured on the issue-10 LSTM step: the step's ``x_t + W_h h`` add took a quarter of its time before,
+and the projection itself costs what it did, where a plain reorder of the add cost about half the
+projection (figures: benchmarks/RESULTS.md, "Behind the code: passes/scan_layout.py").
 """
 
 from __future__ import annotations

@@ -184,11 +184,10 @@ def k(x, y, c0, c1, fd, fh, fw, sd, sh, sw, pd, ph, pw):
 """
 """``MAX_SOURCE`` for a batch of one, on ``(C, D, H, W)`` views: per output row, the window's input rows are
 first combined into one row of maxima (whole contiguous rows: the select vectorizes), then each output takes
-the maximum of its taps of that row. A 3x3 stride-2 pad-1 max pool at batch 1 (2026-11-25, AMD EPYC, one
-thread, us): 64x16x16 (a batch-1 ResNet-18's) 109 with the batch loops, 56 with a maximum per window tap
-by tap (not vectorized: the NaN-propagating select on stride-2 elements), 65 with the shared NumPy kernel.
-With the rows combined first (2026-11-26, same machine, a whole computation of the one pool op, tap by tap /
-rows first): 64x16x16 54 / 32 us, 16x16x16 17 / 11.5, 64x32x32 206 / 98."""
+the maximum of its taps of that row. On a 3x3 stride-2 pad-1 max pool at batch 1 the
+batch loops were slowest; a maximum per window tap by tap halved them (not vectorized: the NaN-propagating
+select on stride-2 elements), and the rows combined first took about half as long again (measured:
+benchmarks/RESULTS.md, "Behind the code: compiled_pool.py")."""
 
 AVG1_SOURCE = _HEADER + """\
 def k(x, y, c0, c1, fd, fh, fw, sd, sh, sw, pd, ph, pw, cd, ch, cw):

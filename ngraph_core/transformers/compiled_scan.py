@@ -31,10 +31,9 @@ graph's axes and ``slice`` args, which ``ir.infer`` checked against their axes w
 or decoded and ``compile_graph`` verified again; each call then checks that every operand has its op's
 shape (``VerifyError`` otherwise) before the loop starts.
 
-Measured (2026-11-25, AMD EPYC, one thread; ``benchmarks/onnx_latency.py --models lstm``): the ONNX
-LSTM classifier (16 steps, hidden 64) at batch 1 went from 0.27 ms (9.8x onnxruntime) to 0.039 ms
-(1.38x); at batch 32 from 0.92 ms (2.7x) to 0.46 ms (1.35x). A training step (``lstm_step``, batch 32,
-hidden 256) is GEMM-bound and unchanged (1.00).
+Measured with ``benchmarks/onnx_latency.py --models lstm``: the ONNX LSTM classifier became several times
+faster at batch 1 and twice as fast at batch 32; a training step (``lstm_step``) is GEMM-bound and unchanged
+(figures: benchmarks/RESULTS.md, "Behind the code: compiled_scan.py").
 """
 
 from __future__ import annotations
@@ -77,11 +76,10 @@ or a benchmark's warm-up calls it more often than this."""
 
 TRANSPOSE_MIN_ROWS = 8
 """A transposed weight (an extra, the same every step) is copied C-contiguous once per call when the
-matrix it multiplies has at least this many rows (columns, on the left). Measured (2026-11-25, AMD EPYC,
-one thread, ``[m, 64] @ [64, 256]`` float32): with the weight stored ``[256, 64]`` (transposed) 1.9, 2.1,
-2.8, 11.8, 14.2, 19.6 us at m = 1, 2, 4, 8, 16, 32; stored ``[64, 256]`` 1.6, 1.9, 2.2, 3.4, 5.6,
-10.4 us; the transposing copy 10 us. From m = 8 OpenBLAS's transposed path is 2-3x slower, so a
-16-step sequence gains ~130 us for 10; below, the copy costs what it saves."""
+matrix it multiplies has at least this many rows (columns, on the left). Measured on
+``[m, 64] @ [64, 256]``: from m = 8 OpenBLAS's transposed path is 2-3x slower, so a 16-step sequence gains
+more than ten times what the copy costs; below, the copy costs what it saves (figures:
+benchmarks/RESULTS.md, "Behind the code: compiled_scan.py")."""
 
 _GEMM_HELPERS = '''
 

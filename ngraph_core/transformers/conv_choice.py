@@ -203,15 +203,15 @@ MIN_COLUMNS = 8
 """Under ``NG_CONV=auto`` a forward convolution whose Winograd GEMMs would have fewer columns (2x2 tiles
 times the batch) runs im2col without measuring. Such a layer is bound by reading its weights, and
 Winograd reads 16/9 of them (the transformed ``U``) where im2col reads them once. The measured choice
-had picked Winograd for a batch-1 ResNet-18's 256-channel 2x2 layers (one tile: 0.33 against 0.46 ms,
-each timed alone, its weights in cache); inside the network they took 0.45 ms each against im2col's
-0.15 (2026-11-25, AMD EPYC, one thread)."""
+had picked Winograd for a batch-1 ResNet-18's 256-channel 2x2 layers (one tile, each timed alone, its
+weights in cache); inside the network they took three times as long as im2col (figures:
+benchmarks/RESULTS.md, "Behind the code: conv_choice.py")."""
 
 
 UNMEASURED_ORDER = ("winograd", "im2col")
 """What a run of several ranks takes (the first that applies), never timing: Winograd won every 3x3
-stride-1 layer of ResNet-20 at batch 32 where the measurements agreed (2026-11-28, one thread), and
-im2col is the reference every layer has."""
+stride-1 layer of ResNet-20 at batch 32 where the measurements agreed (one thread; benchmarks/RESULTS.md,
+"reliability item 10"), and im2col is the reference every layer has."""
 
 
 def unmeasured_choice(candidates: dict[str, Kernel]) -> Kernel:

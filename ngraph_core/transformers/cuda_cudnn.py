@@ -67,8 +67,8 @@ ALIGNMENT = 16
 DIRECTIONS = {"conv": "fprop", "conv_cut": "fprop", "bprop_data": "dgrad", "bprop_filter": "wgrad"}
 """``conv_variant`` kinds -> cuDNN's operation."""
 FLOAT64 = False
-"""Whether float64 convolutions go to cuDNN: measured, every float64 plan built, ran and wrote zeros (H200, cuDNN
-9.19, 2026-11-28), so they run on im2col (the CPU tests turn it on to check the float64 descriptors on a fake)."""
+"""Whether float64 convolutions go to cuDNN: every float64 plan built, ran and wrote zeros (H200, cuDNN
+9.19), so they run on im2col (the CPU tests turn it on to check the float64 descriptors on a fake)."""
 IO_TYPES = {"float16": "HALF", "float32": "FLOAT", "float64": "DOUBLE"}
 COMPUTE_TYPES = {"float16": "FLOAT", "float32": "FLOAT", "float64": "DOUBLE"}
 PACKED = ("nchw", "nhwc")
@@ -553,7 +553,7 @@ def variant(kind: str, kernel: Kernel, kc: KernelContext, *args: Any, epilogue: 
     if not enabled():
         reason = "NG_CUDNN is not 1 (off by default)"
     elif layer.dtype == "float64" and not FLOAT64:
-        reason = "float64: cuDNN 9.19's plans gave zeros on an H200 (2026-11-28); im2col is exact"
+        reason = "float64: cuDNN 9.19's plans gave zeros on an H200; im2col is exact"
     elif layer.dtype not in IO_TYPES or any(d != layer.dtype for d in dtypes):
         reason = f"operand dtypes {dtypes} for a {layer.dtype} convolution (cuDNN takes one float dtype)"
     front, why = (None, None) if reason else load_frontend()

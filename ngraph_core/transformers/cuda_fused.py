@@ -246,8 +246,8 @@ def fused(op: Op, kc: KernelContext) -> Kernel:
 
 def elementwise(op: Op, kc: KernelContext) -> Kernel:
     """A lone element-wise op as a one-step generated kernel: one launch where CuPy's ufuncs may take
-    several (the shared sigmoid is four launches: 41 us of host time a call, 16.5 us as one generated
-    kernel, H100, ``profile=True``, 2026-11-25; benchmarks/RESULTS.md).
+    several (the shared sigmoid is four launches, and as one generated kernel takes under half their host
+    time: benchmarks/RESULTS.md, "Behind the code: cuda_fused.py").
 
     Ops the generator cannot compile (integer or bool dtypes, mixed source dtypes, steps without a CUDA
     expression) run on the shared kernel.

@@ -1,14 +1,14 @@
 """im2col on the GPU: one CUDA kernel reads the input where it lies and writes the col matrix.
 
-The shared ``Im2col`` (``kernels/conv.py``) builds col in NumPy's way: a padded copy of the
-input (a border fill per padded side, then the interior copy), a strided window view, and one
-``copyto`` from that view. On a GPU each of those is a launch and 15-40 us of host Python: the
-convolution kernels took ~300 us a call on an H100, host-bound (2026-11-25). ``CudaIm2col`` has the
-same interface (``specs``, ``blocks``, ``windows``, ``block``) and does it in one launch: thread
-``(r, p)`` of the ``(C * prod(F), prod(out) * N)`` col matrix computes its input position from the
-strides, padding and dilation and reads it through the input's own strides (any axes order, so no
-transposing copy either), or writes 0 in the padding. The forward convolution, the filter gradient
-and the data gradient computed as a convolution all take their col matrix from it.
+The shared ``Im2col`` (``kernels/conv.py``) builds col in NumPy's way: a padded copy of the input (a border fill
+per padded side, then the interior copy), a strided window view, and one ``copyto`` from that view. On a GPU each
+of those is a launch and tens of microseconds of host Python: the convolution kernels were host-bound (measured:
+benchmarks/RESULTS.md, "Behind the code: cuda_im2col.py"). ``CudaIm2col`` has the same interface (``specs``,
+``blocks``, ``windows``, ``block``) and does it in one launch: thread ``(r, p)`` of the ``(C * prod(F), prod(out)
+* N)`` col matrix computes its input position from the strides, padding and dilation and reads it through the
+input's own strides (any axes order, so no transposing copy either), or writes 0 in the padding. The forward
+convolution, the filter gradient and the data gradient computed as a convolution all take their col matrix from
+it.
 
 1-x-1 convolutions with stride 1 and no padding need no col at all, and inputs whose dtype
 differs from the computation's need a converting copy: both keep the shared ``Im2col``

@@ -9,16 +9,15 @@ computation's boundary: fed NumPy arrays are copied to the device once each call
 are used as they are), and results come back as NumPy arrays, or stay on the device with
 ``device_arrays=True``.
 
-Kernels: the shared ``xp`` kernels run unchanged on CuPy (cuBLAS for ``dot`` and the im2col
-convolution, CuPy's ufuncs and reductions for the rest; ``tests/.../cupy_surface.py`` keeps them
-within CuPy's API on machines without a GPU). What differs is in ``kernel_overrides``: a fused
-element-wise program is one generated ``cupy.ElementwiseKernel`` (``cuda_fused.py``) instead of one
-launch per step, and CTC's recursions are CUDA kernels with a thread block per example
-(``cuda_ctc.py``) instead of a Python loop over frames. Convolution: CuPy 14 removed its cuDNN
-bindings (``cupy.cuda.cudnn`` and ``cupyx.cudnn`` are absent from CuPy 14.2 on the H100 machine,
-2026-11-25), so convolutions and their gradients run through ``nvidia-cudnn-frontend``'s graph API
-(``cuda_cudnn.py``, the ``conv_variant``), and as im2col + a cuBLAS GEMM, the shared kernel's method,
-where it is missing or cannot run a layer (``cuda_cudnn.report()`` says which ran and why).
+Kernels: the shared ``xp`` kernels run unchanged on CuPy (cuBLAS for ``dot`` and the im2col convolution, CuPy's
+ufuncs and reductions for the rest; ``tests/.../cupy_surface.py`` keeps them within CuPy's API on machines without
+a GPU). What differs is in ``kernel_overrides``: a fused element-wise program is one generated
+``cupy.ElementwiseKernel`` (``cuda_fused.py``) instead of one launch per step, and CTC's recursions are CUDA
+kernels with a thread block per example (``cuda_ctc.py``) instead of a Python loop over frames. Convolution: CuPy
+14 removed its cuDNN bindings (``cupy.cuda.cudnn`` and ``cupyx.cudnn`` are absent from CuPy 14.2), so convolutions
+and their gradients run through ``nvidia-cudnn-frontend``'s graph API (``cuda_cudnn.py``, the ``conv_variant``),
+and as im2col + a cuBLAS GEMM, the shared kernel's method, where it is missing or cannot run a layer
+(``cuda_cudnn.report()`` says which ran and why).
 
 GEMMs and CUDA graphs: the kernels' ``xp`` is CuPy with ``matmul`` and ``dot`` replaced
 (``cuda_gemm.py``): cuBLAS called through ctypes on handles of our own, one per stream with its own

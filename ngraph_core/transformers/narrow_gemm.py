@@ -1,40 +1,26 @@
 """GEMMs with few columns, compiled by numba: each row of the left operand is read from memory once.
 
-``out[M, n] = a[M, K] @ b[K, n]`` with ``n`` of 2 to 4 is what a batch-1 convolution of a small map
-is under im2col (ResNet-18 on 32x32 images: ``[256, 2304] @ [2304, 4]`` at the 2x2 stage) and what a
-dense layer in neon's batch-last layout is at batch 2-4. OpenBLAS packs ``a`` for so few columns and
-ran those 2.4 MB of weights at 144 us with them in cache and 330-450 us from memory; the loop here
-took 54 us and 180 us (2026-11-25, AMD EPYC, one thread); ``[512, 4608] @ [4608, 2]`` 308 against 579 us.
-With one column BLAS's GEMV was as fast (before the quartered rows below; see
-``conv_channels_last.MIN_LOOP_DEPTH`` for one column now).
+``out[M, n] = a[M, K] @ b[K, n]`` with ``n`` of 2 to 4 is what a batch-1 convolution of a small map is under
+im2col (ResNet-18 on 32x32 images: ``[256, 2304] @ [2304, 4]`` at the 2x2 stage) and what a dense layer in neon's
+batch-last layout is at batch 2-4. OpenBLAS packs ``a`` for so few columns; the loop here took a third to a half
+of its time, in cache and from memory. With one column BLAS's GEMV was as fast (before the quartered rows below;
+see ``conv_channels_last.MIN_LOOP_DEPTH`` for one column now).
 
 The loop (``times_transposed``, ``out = a @ btᵀ``) holds a block of four rows of ``a`` and four rows of
 ``bt`` (four columns of the product) and runs their sixteen dot products together, sixteen sums in
 registers, vectorized along the depth (sums reassociated, ``fastmath``, as BLAS's blocked sums are:
-results agree with NumPy's matmul to rounding). Every column block reuses the same four rows of ``a``
-from L1, so ``a`` (the weights) streams from memory once whatever the column count, and nothing is
-packed. The four rows are ``i, i + q, i + 2q, i + 3q`` (``q``: a quarter of the rows), so each of the four
-read streams runs on through memory from one block to the next; with four adjacent rows three streams
-started anew at every block. The 17 MB of a batch-1 ResNet-18's weights, cycled as in an inference
-(2026-11-26, AMD EPYC, one thread, the two alternating in one process): 1.51 ms adjacent, 1.135 ms quartered;
-``[256, 2304] @ [2304, 4]`` 150 against 117-120 us, ``[512, 512] @ [512, 4]`` 89-91 against 39-42.
+results agree with NumPy's matmul to rounding). Every column block reuses the same four rows of ``a`` from L1, so
+``a`` (the weights) streams from memory once whatever the column count, and nothing is packed. The four rows are
+``i, i + q, i + 2q, i + 3q`` (``q``: a quarter of the rows), so each of the four read streams runs on through
+memory from one block to the next; with four adjacent rows three streams started anew at every block. Quartered
+rows took a quarter less time than adjacent ones over the 17 MB of a batch-1 ResNet-18's weights cycled as in an
+inference.
 
-With ``bt`` given transposed (the channels-last col matrix of ``kernels/conv_channels_last.py``) it beat
-OpenBLAS at every column count a small-map convolution has (2026-11-26, AMD EPYC, one thread, us per call,
-weights in cache / the 17 MB of a batch-1 ResNet-18's layers cycled as in an inference; rows adjacent):
-
-=======================  ===================  ================
-product                  OpenBLAS             this loop
-=======================  ===================  ================
-[256, 2304] @ [2304, 4]  139 / 235-281        51 / 90-117
-[128, 1152] @ [1152, 16] 58 / 89-100          44 / 59-68
-[64, 576] @ [576, 64]    51 / 66-74           46 / 53-60
-=======================  ===================  ================
-
-The whole cycle of that model's 20 weight matrices took 1.77-2.08 ms by BLAS (GEMMs, and GEMVs for its
-1-column layers) against 0.99-1.22 with this loop for every product of 2 or more columns: BLAS's packed
-copies of the weights also pushed other layers' weights out of this VM's share of the L3 (a 1 MB GEMV ran
-at 65 GB/s with 8 MB of weights cycled, 18 GB/s with 16 MB, 10 GB/s from 24 MB on).
+With ``bt`` given transposed (the channels-last col matrix of ``kernels/conv_channels_last.py``) it beat OpenBLAS
+at every column count a small-map convolution has, in cache and with the weights cycled as in an inference; the
+whole cycle of a batch-1 ResNet-18's 20 weight matrices took about 40% less with this loop for every product of 2
+or more columns: BLAS's packed copies of the weights also pushed other layers' weights out of this VM's share of
+the L3 (figures for this module: benchmarks/RESULTS.md, "Behind the code: narrow_gemm.py").
 
 ``runtime.matmul`` calls ``run`` first (2-4 columns, ``b`` as it comes: the loop transposes it); it
 declines (returns False) unless numba imports, ``NG_KERNELS`` is not ``numpy``, the arrays are 2-d NumPy

@@ -37,8 +37,8 @@ than ``cast`` or the condition of ``where``, and OpTypes this generator does not
 on NumPy unless ``COMPILE_LIBM_STEPS`` is set: log/log1p/sin/cos/pow always, exp/tanh/sigmoid in
 float64. In float32, exp/tanh/sigmoid compile to vectorizable approximations (``VECTOR_MATH``:
 within 3e-7 relative of NumPy's, exact at 0, +-inf, NaN, overflow and underflow): a fused
-``sigmoid(a) * tanh(b) + exp(0.1 a)`` on 256x32 floats, one computation call, took 19.6 us against
-28 us on NumPy (2026-11-25, AMD EPYC, one core; benchmarks/RESULTS.md).
+``sigmoid(a) * tanh(b) + exp(0.1 a)`` on 256x32 floats took about 30% less than on NumPy (measured:
+benchmarks/RESULTS.md, "Behind the code: numba_kernels.py").
 
 Memory safety: a generated loop indexes without bounds checks over the coalesced shape of the op's
 output. Before it runs, every operand goes through ``np.broadcast_to`` to that shape and the output
@@ -98,10 +98,10 @@ SUPPORTED = frozenset(_UNARY) | frozenset(_BINARY) | {OpType.SIGMOID, OpType.WHE
 LIBM_STEPS = frozenset({OpType.EXP, OpType.LOG, OpType.LOG1P, OpType.TANH, OpType.SIN, OpType.COS, OpType.POW,
                         OpType.SIGMOID})
 """Steps numba evaluates with one scalar libm call per element: LLVM cannot vectorize them (this llvmlite
-has no SVML), and NumPy's SIMD loops are several times faster. Measured 2026-11-25, 256x32 float32, one
-core: ``sigmoid(a) * tanh(b) + c`` 28 us NumPy blocked, 121 us compiled; ``a * b + c * 0.5 - a`` 15 us
-NumPy, 9 us compiled. So by default a program with such a step keeps the NumPy kernel (float32 exp, tanh
-and sigmoid excepted: ``VECTOR_STEPS_FLOAT32``)."""
+has no SVML), and NumPy's SIMD loops are several times faster: compiled, ``sigmoid(a) * tanh(b) + c`` took
+four times as long as NumPy's blocked kernel, where ``a * b + c * 0.5 - a`` took less (measured:
+benchmarks/RESULTS.md, "Behind the code: numba_kernels.py"). So by default a program with such a step keeps the
+NumPy kernel (float32 exp, tanh and sigmoid excepted: ``VECTOR_STEPS_FLOAT32``)."""
 
 VECTOR_STEPS_FLOAT32 = frozenset({OpType.EXP, OpType.TANH, OpType.SIGMOID})
 """Steps that float32 programs compute with the vectorizable approximations of ``VECTOR_MATH`` (no libm call,
@@ -439,12 +439,11 @@ KERNEL_SETS = ("auto", "numba", "numpy")
 COMPILED_MIN_ELEMENTS = 1 << 18
 """Under ``NG_KERNELS=auto`` (the default) a fused program over at least this many elements runs compiled.
 
-Measured (2026-11-25, AMD EPYC, 2 vCPUs, step medians of 30, alternating processes, default then
-``NG_KERNELS=numba``, ms): 2 threads: CNN 25.8/23.7, 25.2/24.8, 32.4/29.5; DCGAN 111.8/96.2,
-132.8/95.2, 114.7/98.0; ResNet-20 162.8/161.2, 166.2/167.4. Their big fused programs (batch-norm
-and activation epilogues over 400K-4M elements) make several NumPy passes per 64K-element block; the
-compiled loop makes one. Small programs stay on NumPy: there compiling did not pay (the LSTM step
-34.6 ms either way, RESULTS.md), and every distinct program costs a compile on a machine's first run.
+Measured at 2 threads, default against ``NG_KERNELS=numba``: compiled, the CNN and DCGAN steps were faster and
+ResNet-20's the same (figures: benchmarks/RESULTS.md, "Behind the code: numba_kernels.py"). Their big fused
+programs (batch-norm and activation epilogues over 400K-4M elements) make several NumPy passes per 64K-element
+block; the compiled loop makes one. Small programs stay on NumPy: there compiling did not pay (the LSTM step took
+the same either way, RESULTS.md), and every distinct program costs a compile on a machine's first run.
 """
 
 

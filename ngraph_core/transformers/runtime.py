@@ -2,9 +2,9 @@
 
 Two thread pools on two cores fight: after every multi-threaded GEMM, OpenBLAS's idle workers
 spin (``sched_yield`` in a loop, for ~2^28 cycles, about 0.1 s) and steal the cores our own
-threads need. Measured (2026-11-25, AMD EPYC, 2 vCPUs): two Python threads each running
-64x576 @ 576x1024 GEMMs took 21 ms a round after a 2-thread GEMM with OpenBLAS limited to one
-thread and its workers told to sleep at once, and 40 ms with them spinning.
+threads need. Measured: two Python threads each running GEMMs after a 2-thread GEMM took
+twice as long with OpenBLAS's workers spinning as with them told to sleep at once (figures:
+benchmarks/RESULTS.md, "Behind the code: runtime.py").
 
 So with ``threads() > 1`` a NumPy transformer calls ``own_cores()`` when it is created: BLAS is
 set to one thread for the process (through threadpoolctl, which works after numpy is loaded),
@@ -12,8 +12,8 @@ and the kernels split their own work over ``threads()`` workers (the caller is o
 through ``run`` and its one pool:
 
 * ``matmul``: a GEMM split by its batch, output columns or rows, one BLAS call per worker.
-  Two Python threads calling a one-thread OpenBLAS run in parallel (measured: 355 ms of
-  GEMMs in 193 ms); calls made while OpenBLAS has two threads serialize on its lock (205 ms).
+  Two Python threads calling a one-thread OpenBLAS run in parallel; calls made while OpenBLAS
+  has two threads serialize on its lock (measured: benchmarks/RESULTS.md, "Behind the code: runtime.py").
 * Winograd convolutions split their tile rows (``transformers/winograd.py``);
 * im2col convolutions split their output rows, each worker building and multiplying its own col
   blocks; col2im (a strided data gradient) splits the input channels (``kernels/conv.py``);
@@ -23,28 +23,19 @@ through ``run`` and its one pool:
 
 Batch-norm statistics stay in the calling thread: split, they measured slower (``kernels/normalization.py``).
 
-Two other designs were measured against this one (2026-11-25, AMD EPYC, 2 threads,
-``run.py <name> --pairs 3 --threads 2 --against a647b6f``; their time / this design's):
+Two other designs were measured against this one (``run.py <name> --pairs 3 --threads 2``; figures:
+benchmarks/RESULTS.md, "Behind the code: runtime.py"): GEMMs on BLAS's threads with BLAS at one thread only while
+our workers run a Winograd section, and ``dot`` on BLAS's threads with convolutions on our workers. Both were
+faster on the MLP (and the LSTM) and a fifth to a half slower on ResNet-20 and the small CNN: OpenBLAS's own
+threads split a lone GEMM better than our hand-off (each part packs its panels alone), so GEMM-bound models lose
+10-25% at 2 threads here. But any multi-threaded GEMM (an FC layer, a stride-2 im2col convolution) leaves
+OpenBLAS's workers spinning into the convolution sections that follow. The convolution models decided it.
 
-========================================================  =====  =====  =========  =====  =====
-design                                                    MLP    LSTM   ResNet-20  CNN    DCGAN
-========================================================  =====  =====  =========  =====  =====
-GEMMs on BLAS's threads; BLAS at one thread only while     0.87   —      1.51       1.21   0.87
-our workers run a Winograd section
-``dot`` on BLAS's threads; convolutions on our workers     0.89   0.77   1.58       1.45   1.48
-(their GEMMs split, BLAS at one thread meanwhile)
-========================================================  =====  =====  =========  =====  =====
-
-OpenBLAS's own threads split a lone GEMM better than our hand-off (~35 us a GEMM, and each part
-packs its panels alone), so GEMM-bound models lose 10-25% at 2 threads here. But any
-multi-threaded GEMM (an FC layer, a stride-2 im2col convolution) leaves OpenBLAS's workers
-spinning into the convolution sections that follow. The convolution models decided it.
-
-Hence one exception (2026-11-26): a computation with no convolution or pooling (an MLP, an RNN; the
+Hence one exception: a computation with no convolution or pooling (an MLP, an RNN; the
 NumPy transformer's ``blas_threads``) runs its big GEMMs as single calls on BLAS's own threads
-(``blas_matmul``: the count raised to the workers' for the call, back to one after). Two threads,
-against splitting them (``run.py <name> --pairs 3 --threads 2 --against 3917829``): MLP step 0.86
-(0.86–0.87), LSTM step 0.80 (0.77–0.80); doing it in every computation made the small CNN 1.60.
+(``blas_matmul``: the count raised to the workers' for the call, back to one after). At two threads,
+against splitting them, it made the MLP and LSTM steps faster, and doing it in every computation made
+the small CNN slower (measured: benchmarks/RESULTS.md, "Behind the code: runtime.py").
 
 ``NG_THREADS`` sets the count (default: the cores this process may run on, divided among the MPI
 ranks sharing the machine when run under ``mpiexec``: ``local_ranks``). ``NG_THREADS=1`` in a process
@@ -53,9 +44,8 @@ the GIL in BLAS, in NumPy's ufunc loops and in numba's ``nogil`` loops.
 
 Ranks sharing a machine never let BLAS go past their share (``blas_limit``): left alone, OpenBLAS starts
 a thread per core in every rank, so ``mpiexec -n 2`` on 2 cores ran 4 BLAS threads whose idle workers
-spin. README's ResNet-20 command on 2 ranks took 13-39 s an epoch and 170 s of CPU for 3 epochs, now
-7-8 s and 34 s; the MNIST MLP 6-8 s an epoch, now 0.4-0.7 (2026-11-28, AMD EPYC, 2 vCPUs;
-benchmarks/RESULTS.md, "reliability item 10").
+spin; held to their share, README's ResNet-20 command and the MNIST MLP on 2 ranks ran several times
+faster (measured: benchmarks/RESULTS.md, "reliability item 10").
 """
 
 from __future__ import annotations
@@ -73,10 +63,9 @@ from ..distributed import world
 
 MIN_PARALLEL_FLOPS = 1 << 23
 """A GEMM below this many multiply-adds runs in one call. A hand-off to a worker and the wait for it cost
-35-75 us here (a 5 us task took 63-77 us a round trip through a lock or the pool, 2026-11-25), about what
-half of an 8M multiply-add GEMM takes at one thread; from 2M (the first setting) a batch-1 ResNet-18 at
-two threads split its 2-4M multiply-add layers and took 4.7 ms, against 3.3 ms with 8M and 2.9 at one
-thread (benchmarks/RESULTS.md, eighth session)."""
+about what half of an 8M multiply-add GEMM takes at one thread; from 2M (the first setting) a batch-1
+ResNet-18 at two threads split its 2-4M multiply-add layers and ran slower than with 8M (measured:
+benchmarks/RESULTS.md, "Behind the code: runtime.py", and the eighth session)."""
 
 _pool: ThreadPoolExecutor | None = None
 _owned = False

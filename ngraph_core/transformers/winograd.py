@@ -12,23 +12,14 @@ of the input (four padded rows) becomes ``V`` of shape ``(16, C, tiles, N)``; th
 runs over the batch, contiguous on both sides, so the generated loops vectorize. Each of the 16
 outputs of a tile is its own loop (one store stream against four loads): a single loop that
 stored all 16 did not vectorize (numba cannot tell LLVM the arrays do not overlap) and took
-3.1 ms against 0.22 for the 64-channel layer below.
+over ten times as long.
 
 Why a tile row at a time: ``V`` and the GEMM's output for one tile row (0.3-1 MiB in ResNet-20)
 stay in the 2 MiB L2 cache between the transform, the GEMM and the output transform. Whole-layer
-arrays (4-16 MiB) went to memory and back. Forward pass, one thread, float32, batch 64,
-3x3, pad 1, ms per call (2026-11-25, AMD EPYC, OpenBLAS SkylakeX kernels):
-
-====================  ========  =======================  ==========================
-layer                 im2col    Winograd, whole layer    Winograd, a tile row a time
-====================  ========  =======================  ==========================
-16x32x32 -> 16        7.8       8.8                      3.9
-32x16x16 -> 32        6.4       6.3                      2.5
-64x8x8 -> 64          4.7       3.4                      3.0
-====================  ========  =======================  ==========================
-
-The same transforms written as NumPy array operations took 14.5 / 7.8 / 5.4 ms whole-layer (40
-strided passes), and a Python loop of them per tile row is worse; so this path needs numba,
+arrays (4-16 MiB) went to memory and back: measured on ResNet-20's three layer shapes, a tile row at a
+time beat both im2col and the whole-layer Winograd, by up to 2.5x. The same transforms written as NumPy
+array operations (40 strided passes) were slower than im2col, and a Python loop of them per tile row is
+worse (figures: benchmarks/RESULTS.md, "Behind the code: winograd.py"); so this path needs numba,
 and without numba (or with ``NG_KERNELS=numpy``) the im2col kernels run.
 
 The three convolution kernels:

@@ -30,45 +30,30 @@ cache. Inputs in another axes order are transposed into the internal layout by t
 copy that pads them; a 1x1 convolution with stride 1 and no padding skips im2col.
 Scratch (padded copies, col blocks) comes from the computation's shared workspace.
 
-Measured 2026-11-22 on this machine (2 vCPUs, numpy's OpenBLAS with its SkylakeX kernels,
-float32, batch 64, 3x3, pad 1, ms per call, forward / data gradient / filter gradient):
+Measured (forward, data gradient and filter gradient of 3x3 layers at batch 64): row blocks beat the
+whole col matrix with col2im by a fifth to a third. Block size: at one thread 256 KiB-2.4 MiB all gained
+alike over the whole matrix (a ResNet row of col is 1.2 MB at every stage); at two threads OpenBLAS splits
+a GEMM better when it is bigger, and 2.4-4.8 MiB blocks were best (9.6 MiB lost the cache again). Figures:
+benchmarks/RESULTS.md, "Behind the code: kernels/conv.py".
 
-==================  ===================  =====================  =========================
-layer               whole col, col2im    1-row blocks, dX conv  2-row blocks (2.5 MiB), 2T
-==================  ===================  =====================  =========================
-16x32x32 -> 16, 1T  7.4 / 8.7 / 7.5      5.3 / 5.3 / 5.6        —
-32x16x16 -> 32, 1T  5.0 / 5.3 / 5.3      4.1 / 4.0 / 4.1        —
-16x32x32 -> 16, 2T  —                    4.5 / 4.3 / 3.7        3.7 / 3.5 / 3.4
-64x8x8 -> 64, 2T    —                    1.7 / 1.8 / 1.7        1.5 / 1.6 / 1.4
-==================  ===================  =====================  =========================
+Threads (NumPy, ``NG_THREADS`` > 1): each runtime worker takes a contiguous range of output rows and builds and
+multiplies its own col blocks (own buffer; the filter gradient sums per worker, then adds the sums); col2im splits
+the input channels: a worker's rows of each dcol block (one GEMM) and their adds into its channels of dX, so no
+two workers add into the same element. Measured, it made all three calls of a DCGAN layer faster
+(benchmarks/RESULTS.md, "Behind the code: kernels/conv.py"). The same split lost when first tried because OpenBLAS
+then ran two threads of its own and serialized concurrent calls; the runtime holds BLAS at one thread, and the
+calls overlap. GEMM orientation: with K = 16 output channels the GEMM runs at about half the speed it has at K =
+64 (M = 16 rows leave OpenBLAS's packed panels underused); the transposed product ``colᵀ @ Wᵀ`` is 2x faster on a
+contiguous ``colᵀ``, but building that channels-last col from CHWN costs more than it saves, and a transposed view
+of ``col`` gained less than the output transpose cost.
 
-Block size: at one thread 256 KiB-2.4 MiB all gained alike over the whole matrix (a
-ResNet row of col is 1.2 MB at every stage); at two threads OpenBLAS splits a GEMM better
-when it is bigger, and 2.4-4.8 MiB blocks were best (9.6 MiB lost the cache again).
-
-Threads (NumPy, ``NG_THREADS`` > 1): each runtime worker takes a contiguous range of output rows
-and builds and multiplies its own col blocks (own buffer; the filter gradient sums per worker, then
-adds the sums); col2im splits the input channels: a worker's rows of each dcol block (one GEMM) and
-their adds into its channels of dX, so no two workers add into the same element. Measured
-2026-11-25 (AMD EPYC, 2 vCPUs, 64 -> 128 channels, 4x4 stride 2 on 14x14, batch 64, ms per call,
-two runs, before -> after): forward 7.9/6.6 -> 6.4/6.4, data gradient (col2im) 8.0/11.1 ->
-6.2/6.0, filter gradient 7.0/6.3 -> 6.2/6.4. The same split lost when first tried (2026-11-22)
-because OpenBLAS then ran two threads of its own and serialized concurrent calls; the runtime holds
-BLAS at one thread, and the calls overlap. GEMM orientation: with K = 16 output channels the GEMM runs at about
-60-75 GFLOP/s against 160 at K = 64 (M = 16 rows leave OpenBLAS's packed panels underused);
-the transposed product ``colᵀ @ Wᵀ`` is 2x faster on a contiguous ``colᵀ``, but building
-that channels-last col from CHWN costs more than it saves (3.0 ms against 0.6 for 16
-channels), and a transposed view of ``col`` gained less than the output transpose cost.
-
-A direct convolution for small channel counts did not pay either (issue 12 asked for one): a numba
-loop over output positions, four output channels at a time, vectorized over the batch (CHWN), each
-tap one multiply-add of a batch row into four accumulator rows held in L1. Measured against im2col +
-one GEMM of the whole layer (2026-11-25, AMD EPYC, one core, BLAS at one thread, forward, batch 64,
-ms, two runs): 3 -> 32 channels 3x3 on 32x32 7.9-12.1 against 3.4-3.5; 3 -> 16 2.9-3.6 against
-1.5-1.9; 1 -> 64 4x4 stride 2 on 28x28 0.77-1.02 against 0.35-0.36. The loop is bound by loads and
-stores of the accumulator rows; the GEMM keeps its accumulators in registers, and with 27 or 16
-rows the col matrix is cheap to build. Accumulators as 32 scalar locals (4 channels x 8 batch
-lanes) were slower still (12.6 / 6.1 / 2.7 ms): numba's loop did not vectorize them.
+A direct convolution for small channel counts did not pay either (issue 12 asked for one): a numba loop over
+output positions, four output channels at a time, vectorized over the batch (CHWN), each tap one multiply-add of a
+batch row into four accumulator rows held in L1. Measured against im2col + one GEMM of the whole layer, it took
+twice as long or more on every layer tried. The loop is bound by loads and stores of the accumulator rows; the
+GEMM keeps its accumulators in registers, and with 27 or 16 rows the col matrix is cheap to build. Accumulators as
+32 scalar locals (4 channels x 8 batch lanes) were slower still: numba's loop did not vectorize them. Figures:
+benchmarks/RESULTS.md, "Behind the code: kernels/conv.py".
 """
 
 from __future__ import annotations
@@ -104,8 +89,8 @@ SHARED_COL_ELEMENTS = 1 << 16
 ``[576, 64]`` at 8x8) is one block for all workers: built once, its GEMM split by the filter's rows in
 ``runtime.matmul`` when big enough (``MIN_PARALLEL_FLOPS``), so each worker streams its share of the
 weights. Split by output rows, each worker built a sliver of col and streamed all the weights, and the
-hand-offs cost more than the layer: a batch-1 ResNet-18 at two threads took 4.3 ms against 2.9 at one
-(2026-11-25, AMD EPYC)."""
+hand-offs cost more than the layer: a batch-1 ResNet-18 ran slower at two threads than at one (measured:
+benchmarks/RESULTS.md, "Behind the code: kernels/conv.py")."""
 
 
 def row_blocks(xp: Any, out_first: int, row_bytes: int, budget: int | None = None) -> list[Rows]:
@@ -123,12 +108,10 @@ def worker_blocks(xp: Any, out_lengths: tuple[int, ...], row_bytes: int) -> list
     are shared out first, an equal count of rows to each worker, each worker's rows cut into blocks of up
     to ``COL_BLOCK_BYTES`` (dealing out blocks gave a 32-row stem 11 rows against 21).
 
-    Measured (2026-11-25, AMD EPYC, 2 vCPUs, 64 -> 128 channels, 4x4 stride 2 on 14x14, batch 64:
-    7 output rows of 1.8 MB of col; im2col + GEMM of a forward call, ms, median of 30, four runs):
-    two workers 5.4 / 5.6 / 5.8 / 6.5 with whole-row blocks (4 rows against 3), 5.0 / 5.1 / 5.2 / 5.8
-    with half rows (0.9 MB), 5.3-5.9 with quarter rows, 5.3-5.6 with single columns; one worker
-    9.2-9.9 with whole rows and 9.5-10.3 cut (so one worker keeps whole rows). The gain is within
-    this VM's noise in a whole convolution call; the cut also evens the workers' shares.
+    Measured on a layer of 7 output rows of 1.8 MB of col: two workers were fastest with half rows,
+    one worker with whole rows (so one worker keeps whole rows). The gain is within this VM's noise in
+    a whole convolution call; the cut also evens the workers' shares. Figures:
+    benchmarks/RESULTS.md, "Behind the code: kernels/conv.py".
     """
     first = out_lengths[0]
     workers = runtime.threads() if xp.__name__ == "numpy" else 1

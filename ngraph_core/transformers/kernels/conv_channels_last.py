@@ -25,18 +25,9 @@ A filter cut to its live taps (``conv.live_taps``) runs here too, unmeasured (``
 A batch-1 ResNet-18 imported from ONNX: 1.44 ms per inference against 2.66 with the im2col kernels
 (one thread; ``benchmarks/RESULTS.md``, tenth session).
 
-Measured before it was written (2026-11-26, AMD EPYC, one thread, us per layer, all in cache; NumPy
-prototype of the copies, the compiled loop for the product):
-
-==========================  =======================  ======================================
-layer (batch 1)             im2col kernel (in model)  here: padded copy, col copy, product
-==========================  =======================  ======================================
-64 -> 64, 3x3, 8x8          110-124                   2.1 + 3.0 + 45.5
-128 -> 128, 3x3, 4x4        148-165                   1.4 + 1.6 + 45.3
-256 -> 256, 3x3, 2x2        240-280                   1.1 + 1.2 + 51.1
-64 -> 128, 3x3 / 2, 8x8     88-93                     2.1 + 1.3 + 23.5
-3 -> 64, 7x7 / 2, 32x32     108-115                   4.6 + 11.1 + 72.8 (loop; BLAS: 50 + a store)
-==========================  =======================  ======================================
+Measured before it was written, batch-1 layers against the im2col kernel: the copies cost a few
+microseconds and the compiled product about half of im2col's time or less (figures: benchmarks/RESULTS.md,
+"Behind the code: kernels/conv_channels_last.py").
 
 It is a candidate of the measured per-layer choice (``transformers/conv_choice.py``, ``channels_last``)
 for a forward convolution without groups whose product has at most ``MAX_COLUMNS`` columns, where
@@ -60,12 +51,11 @@ from .windows import PaddedCopy
 MIN_LOOP_DEPTH = 256
 """Products shallower than this (``prod(F) * C``: the stem's 7x7x3 = 147, a 1x1 layer's C) run on BLAS, as
 ``w @ colᵀ`` (a transposed view, no copy): the loop's sixteen sums per block of four rows and four columns
-are reduced across their vector lanes at the end, and with a short depth that is most of the work. Measured
-(2026-11-26, AMD EPYC, one thread, us, BLAS / the loop): ``[64, 147] @ [147, 256]`` 75-79 / 96-102,
-``[16, 27] @ [27, 256]`` 7.6 / 21; ``[32, 288] @ [288, 128]`` 48 / 35, ``[64, 576] @ [576, 128]`` 142-162 /
-118-126. One column (a batch-1 layer of a 1x1 map) goes to the loop too: it computes the column four times
-over but streams the filter faster than BLAS's GEMV (the weights of a batch-1 ResNet-18 cycled as in an
-inference: ``[512, 1024]`` 59 against 76 us, ``[512, 512]`` 27-29 against 34-35, ``[512, 256]`` 17 against 25)."""
+are reduced across their vector lanes at the end, and with a short depth that is most of the work. Measured:
+BLAS wins depths of 147 and 27, the loop 288 and 576. One column (a batch-1 layer of a 1x1 map) goes to the
+loop too: it computes the column four times over but streams the filter faster than BLAS's GEMV (the
+weights of a batch-1 ResNet-18 cycled as in an inference). Figures: benchmarks/RESULTS.md,
+"Behind the code: kernels/conv_channels_last.py"."""
 
 OWN_PADDED_BYTES = 1 << 18
 """A padded copy of at most this many bytes (a batch-1 layer's) is the kernel's own array, its borders zeroed

@@ -14,21 +14,10 @@ Which layout a layer computes in is chosen per layer by measurement, with Winogr
 per-image form: it stays batch innermost (im2col or Winograd). Batch 1 is the same layout either way,
 so this is not offered there.
 
-Measured before it was written (2026-11-26, AMD EPYC, one thread, forward, 3x3 pad 1, ms; a NumPy
-prototype against the im2col kernel, each with input batch-last CHWN / batch-first NCHW):
-
-=====================  =====================  =====================
-layer                  per image (CHWN/NCHW)  im2col (CHWN/NCHW)
-=====================  =====================  =====================
-3 -> 16, 32x32, N=4    0.090 / 0.087          0.117 / 0.123
-3 -> 16, 32x32, N=64   2.24 / 2.10            1.34 / 2.33
-16 -> 16, 32x32, N=4   0.62 / 0.44            0.54 / 0.58
-16 -> 16, 32x32, N=64  12.3 / 10.3            6.7 / 11.3
-64 -> 64, 8x8, N=16    1.40 / 1.33            1.00 / 0.98
-=====================  =====================  =====================
-
-So the batch-innermost layout wins most layers, and per image wins small batches, or small channel
-counts whose input comes batch first (an imported model's first layer): the reason to measure per layer.
+Measured before it was written, a NumPy prototype against the im2col kernel with input batch last
+(CHWN) and batch first (NCHW) (figures: benchmarks/RESULTS.md, "Behind the code: kernels/conv_image.py"): the
+batch-innermost layout wins most layers, and per image wins small batches, or small channel counts whose
+input comes batch first (an imported model's first layer): the reason to measure per layer.
 """
 
 from __future__ import annotations

@@ -3,19 +3,17 @@
 Plain NumPy evaluates ``tanh(a * b + c)`` as three passes over memory, each writing
 a full-size temporary. Here each block of rows (about ``BLOCK_ELEMENTS`` elements)
 runs through every step while it sits in cache, with a few temporaries allocated
-like registers. Measured on 10M floats, 8 ops, one core (2026-11-22): 15 ms against
-plain NumPy's ~35 ms; numexpr was slower than NumPy (it computed in float64). Block
-size: 4K-element blocks paid Python overhead per step (40 ms), 64K was best and steady.
+like registers: measured on 10M floats, over twice as fast as plain NumPy; numexpr was slower
+than NumPy (it computed in float64). Block size: 4K-element blocks paid Python overhead per
+step, 64K was best and steady (figures: benchmarks/RESULTS.md, "Behind the code: kernels/fused.py").
 
 Threads: with more than one worker (``transformers/runtime.py``: ``NG_THREADS``, default every
 core) blocks of tensors of at least ``PARALLEL_MIN_ELEMENTS`` are split over the runtime's workers
 (``runtime.run``: one pool for every kernel; NumPy releases the GIL inside ufuncs). Before BLAS
 was held at one thread by the runtime, this slowed
-an MLP step on 2 vCPUs (3.8 -> 4.5 ms) by competing with OpenBLAS's spinning threads; with BLAS at
-one thread it pays from about 256K elements: ``relu(x) * z + 0.5 tanh(x)`` on [C, 16, 16, 64], two
-workers against one (2026-11-25, AMD EPYC, 2 vCPUs, median of 40 calls, two runs): 64K elements
-0.08 against 0.09-0.11 ms, 256K 0.27-0.39 against 0.31-0.44, 512K 0.52-0.65 against 0.65-0.90,
-1M 1.0-1.4 against 1.6.
+an MLP step on 2 vCPUs by competing with OpenBLAS's spinning threads; with BLAS at one thread it
+pays from about 256K elements (two workers against one on ``relu(x) * z + 0.5 tanh(x)``; figures:
+benchmarks/RESULTS.md, "Behind the code: kernels/fused.py").
 
 With a head (a ``dot``, or a ``conv`` run by ``conv.conv_into``) the head's value is
 written into the output buffer first and the epilogue (bias, activation...) runs over
@@ -171,8 +169,8 @@ def fused(op: Op, kc: KernelContext) -> Kernel:
 def _single_block(steps: list, temps: list[Any], head: Callable[..., Any] | None, n_inputs: int) -> Kernel:
     """The program over whole arrays as one generated Python function: a line per step calling its
     function with its operands named (``f0(t1, in0, c0)``), so a call pays no per-step dispatch.
-    Measured (2026-11-25, one core): the loop it replaces spent ~3.7 us a call building argument
-    lists, a fifth of a batch-1 LSTM step. The source holds generated identifiers only; functions,
+    The loop it replaces spent a fifth of a batch-1 LSTM step building argument lists (measured:
+    benchmarks/RESULTS.md, "Behind the code: kernels/fused.py"). The source holds generated identifiers only; functions,
     temporaries and constants are bound in its namespace."""
     env: dict[str, Any] = {"head": head}
     params = [f"in{i}" for i in range(n_inputs)]

@@ -1,19 +1,16 @@
 """Normalization statistics: ``moments`` (mean, biased variance) and ``centered_sums``.
 
-Both see their input as a ``(features, rest)`` matrix: the kept axes first, the reduced ones
-after (a view when the kept axes lead the input, as ``C`` does in ``[C, H, W, N]``; otherwise
-one transposing copy into scratch). Row sums are a matrix-vector product with a vector of
-ones (BLAS gemv: 3x faster than ``sum(axis=1)`` on a 16 x 65536 float32 matrix, one core,
-2026-11-22). Products are reduced in blocks of about ``BLOCK_ELEMENTS``: the block's centered
-values ``x - mean`` are formed in a small temporary that stays in cache and each row is
-dotted with its partner by a stacked ``matmul`` (2x faster than ``einsum('ij,ij->i')``), so
-the input is read from memory twice (the mean, then the block pass) and no full-size
-temporary is written. These kernels stay in the calling thread: splitting the features over two
-runtime workers (each with its own block temporary) measured slower on this memory-bound pass
-(2026-11-25, AMD EPYC, 2 vCPUs, batch norm of [16, 32, 32, 64] and its gradient, per call, three
-runs: moments 0.44 -> 0.53-0.63 ms, centered_sums 0.51-0.55 -> 0.67-0.77 ms). The variance is
-the mean of squared deviations from the mean, not ``E[x^2] - E[x]^2``, which cancels
-catastrophically in float32 when the mean is large against the spread.
+Both see their input as a ``(features, rest)`` matrix: the kept axes first, the reduced ones after (a view when
+the kept axes lead the input, as ``C`` does in ``[C, H, W, N]``; otherwise one transposing copy into scratch). Row
+sums are a matrix-vector product with a vector of ones (BLAS gemv: 3x faster than ``sum(axis=1)`` on a 16 x 65536
+float32 matrix). Products are reduced in blocks of about ``BLOCK_ELEMENTS``: the block's centered values ``x -
+mean`` are formed in a small temporary that stays in cache and each row is dotted with its partner by a stacked
+``matmul`` (2x faster than ``einsum('ij,ij->i')``), so the input is read from memory twice (the mean, then the
+block pass) and no full-size temporary is written. These kernels stay in the calling thread: splitting the
+features over two runtime workers (each with its own block temporary) measured slower on this memory-bound pass
+(benchmarks/RESULTS.md, "Behind the code: kernels/normalization.py"). The variance is the mean of squared
+deviations from the mean, not ``E[x^2] - E[x]^2``, which cancels catastrophically in float32 when the mean is
+large against the spread.
 
 Off NumPy (CuPy) there is no cache to block for and every call is a kernel launch: the block
 loop (one subtract and one tiny batched GEMM per block of rows, ~40 blocks for a ResNet layer)
