@@ -50,7 +50,7 @@ from .ir import ARG_TYPES, Axes, Axis, CodecContext, Op, ScopeEntry, update_meta
 from .ir import infer as infer_op
 from .ir import verify as verify_graph
 from .ir.codec import HINT, check_keys, check_type, fail
-from .ir.infer import ALL_DTYPES
+from .ir.dtypes import ALL_DTYPES
 from .ir.names import check_name
 from .ir.ops import OP_BY_NAME
 from .memory_budget import budget_message, resolve_max_bytes, tensor_bytes

@@ -10,7 +10,7 @@ import numpy as np
 from ..errors import AxesError, DTypeError, GraphError
 from ..ir import ArrayValue, Axes, Axis, Op, OpType, RandomInfo, VariableInfo, format_axes, next_uid
 from ..ir.axes import anonymous_axis_name
-from ..ir.infer import ALL_DTYPES, FLOAT_DTYPES
+from ..ir.dtypes import ALL_DTYPES, FLOAT_DTYPES
 
 AxesLike = Axes | Axis | Iterable[Axis]
 InitialValue = int | float | np.ndarray | Callable[[Axes], Any]

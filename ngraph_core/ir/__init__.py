@@ -1,19 +1,18 @@
 """The IR: ``Op`` (one node type), ``OpType`` and groups, ``Axis``/``Axes``, inference, verification."""
 
-from .args import ARG_TYPES, CodecContext
+from .args import ARG_TYPES
 from .axes import Axes, Axis, format_axes
+from .codec import CodecContext
 from .conv import ConvArg, PoolArg
+from .dtypes import FLOAT_DTYPES, is_float, promote
 from .fused import FusedProgram
 from .graph import CallArg, Graph, GraphError, subgraphs, walk
-from .infer import FLOAT_DTYPES, INFER, infer, is_float, make, promote
+from .infer import INFER, infer, make
 from .meta import Meta, Scope, ScopeEntry, changed_since, current_scope, meta_generation, name_scope, scope_override
 from .node import (
-    ArrayValue,
     Op,
-    RandomInfo,
-    VariableInfo,
     consumers,
-    next_uid,
+    format_op,
     owns_buffer,
     rebuild,
     substitute,
@@ -21,9 +20,11 @@ from .node import (
     update_meta,
 )
 from .ops import OP_BY_NAME, OpGroup, OpType
-from .printer import format_graph, format_op
+from .printer import format_graph
 from .scan import ScanArg, stacked_axes
 from .spec import verify
+from .uids import next_uid
+from .values import ArrayValue, RandomInfo, VariableInfo
 
 __all__ = [
     "ARG_TYPES", "CodecContext",

@@ -10,8 +10,9 @@ Each arg class answers three questions about the args it owns, as static methods
 * ``from_json(data, ctx, where) -> arg``: the arg back, raising ``SerializationError``
   that says ``where``, what was expected and what was received.
 
-``ctx`` is a ``CodecContext``: what a codec may read besides its arg (the per-kind
-numbering of unique ids, and the document's other ops). Args that are objects
+``ctx`` is a ``CodecContext`` (``ir/codec.py``, which every arg module imports and which
+imports none of them): what a codec may read besides its arg (the per-kind numbering of
+unique ids, and the document's other ops). Args that are objects
 (``VariableInfo``, ``RandomInfo``, ``ArrayValue``, ``ConvArg``, ``PoolArg``, ``CallArg``,
 ``FusedProgram``) carry these methods themselves, next to their ``repr``. Args that are
 plain Python values (None, an int uid, a name, index tuples, a number) stay plain values,
@@ -27,7 +28,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import SerializationError
-from .codec import check_type, decode_value, encode_value, fail, wrong_arg
+from .codec import CodecContext, check_type, decode_value, encode_value, fail, wrong_arg
 from .collective import AllreduceArg, BucketArg, RootRank
 from .conv import ConvArg, PoolArg
 from .ctc import CTCArg
@@ -36,41 +37,10 @@ from .graph import CallArg
 from .indexing import CumArg, ElementsArg, LookupArg, NdArg, TopKArg
 from .logical import InfFlags, ShiftDirection
 from .names import check_name
-from .node import ArrayValue, Op, RandomInfo, VariableInfo, next_uid
+from .node import Op
 from .ops import OpGroup, OpType
 from .scan import ResultIndex, ScanArg
-
-
-class CodecContext:
-    """What an arg's codec may read besides the arg, for one document being written or read.
-
-    Unique ids are process-local, so the format numbers them 0, 1, ... per kind by order of
-    appearance (``local``, writing) and gives each a fresh uid when read (``fresh``).
-    ``index`` (writing: op -> its id) and ``built`` (reading: the ops decoded so far) let an
-    arg refer to other ops of the document, such as a sub-graph's params and roots.
-
-    Args:
-        index: writing: each op of the document -> its id.
-        built: reading: the ops decoded so far, by id.
-
-    Example:
-        >>> ctx = CodecContext(index={op: i for i, op in enumerate(walk(roots))})
-    """
-
-    def __init__(self, index: dict[Op, int] | None = None, built: list[Op] | None = None) -> None:
-        self.index = {} if index is None else index
-        self.built = [] if built is None else built
-        self._ids: dict[str, dict[int, int]] = {}
-
-    def local(self, kind: str, uid: int) -> int:
-        """Writing: the document's id for the process-local ``uid`` of a ``kind`` (0, 1, ... by appearance)."""
-        table = self._ids.setdefault(kind, {})
-        return table.setdefault(uid, len(table))
-
-    def fresh(self, kind: str, local: int) -> int:
-        """Reading: the new process-local uid for the document's id ``local`` of a ``kind``."""
-        table = self._ids.setdefault(kind, {})
-        return table[local] if local in table else table.setdefault(local, next_uid())
+from .values import ArrayValue, RandomInfo, VariableInfo
 
 
 class NoArg:

@@ -1,4 +1,4 @@
-"""What the arg classes share: the wrong-form message and the JSON building blocks of the graph format.
+"""What the arg classes share: ``CodecContext``, the wrong-form message and the JSON building blocks.
 
 Every arg class (``ir/args.py``, ``ConvArg``, ``VariableInfo``...) reports a wrong
 ``arg`` with ``wrong_arg`` and writes its ``arg`` as JSON with these helpers;
@@ -18,14 +18,51 @@ import base64
 import binascii
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..errors import SerializationError
+from .dtypes import ALL_DTYPES
+from .uids import next_uid
+
+if TYPE_CHECKING:
+    from .node import Op
 
 HINT = "hint: load only files written by ngraph_core.serialize, unedited and complete"
 _NONFINITE = {"inf": math.inf, "-inf": -math.inf, "nan": math.nan}
+
+
+class CodecContext:
+    """What an arg's codec may read besides the arg, for one document being written or read.
+
+    Unique ids are process-local, so the format numbers them 0, 1, ... per kind by order of
+    appearance (``local``, writing) and gives each a fresh uid when read (``fresh``).
+    ``index`` (writing: op -> its id) and ``built`` (reading: the ops decoded so far) let an
+    arg refer to other ops of the document, such as a sub-graph's params and roots.
+
+    Args:
+        index: writing: each op of the document -> its id.
+        built: reading: the ops decoded so far, by id.
+
+    Example:
+        >>> ctx = CodecContext(index={op: i for i, op in enumerate(walk(roots))})
+    """
+
+    def __init__(self, index: dict[Op, int] | None = None, built: list[Op] | None = None) -> None:
+        self.index = {} if index is None else index
+        self.built = [] if built is None else built
+        self._ids: dict[str, dict[int, int]] = {}
+
+    def local(self, kind: str, uid: int) -> int:
+        """Writing: the document's id for the process-local ``uid`` of a ``kind`` (0, 1, ... by appearance)."""
+        table = self._ids.setdefault(kind, {})
+        return table.setdefault(uid, len(table))
+
+    def fresh(self, kind: str, local: int) -> int:
+        """Reading: the new process-local uid for the document's id ``local`` of a ``kind``."""
+        table = self._ids.setdefault(kind, {})
+        return table[local] if local in table else table.setdefault(local, next_uid())
 
 
 def wrong_arg(op: Any, expected: str) -> str:
@@ -107,20 +144,14 @@ def decode_float(data: Any, where: str) -> float:
     return float(check_type(data, (int, float), where, 'a number or "inf", "-inf", "nan"'))
 
 
-def _dtypes() -> tuple[str, ...]:
-    from .infer import ALL_DTYPES  # infer imports node, whose arg classes import this module
-
-    return ALL_DTYPES
-
-
 def encode_array(array: np.ndarray, where: str) -> dict:
     """``{"data": base64 little-endian bytes, "dtype", "shape"}``.
 
     Raises:
         SerializationError: a dtype the IR does not know.
     """
-    if array.dtype.name not in _dtypes():
-        raise fail(where, f"an array of dtype among {_dtypes()}", array.dtype.name, "hint: cast it first")
+    if array.dtype.name not in ALL_DTYPES:
+        raise fail(where, f"an array of dtype among {ALL_DTYPES}", array.dtype.name, "hint: cast it first")
     raw = np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("<")).tobytes()
     return {"data": base64.b64encode(raw).decode("ascii"), "dtype": array.dtype.name, "shape": list(array.shape)}
 
@@ -133,8 +164,8 @@ def decode_array(data: Any, where: str) -> np.ndarray:
             byte count that does not fit the shape.
     """
     check_keys(data, ("data", "dtype", "shape"), where)
-    if data["dtype"] not in _dtypes():
-        raise fail(where, f"an array dtype among {_dtypes()}", data["dtype"])
+    if data["dtype"] not in ALL_DTYPES:
+        raise fail(where, f"an array dtype among {ALL_DTYPES}", data["dtype"])
     shape = tuple(check_type(data["shape"], list, where, "a shape list"))
     if not all(type(n) is int and n >= 0 for n in shape):
         raise fail(where, "a shape of non-negative ints", list(shape))

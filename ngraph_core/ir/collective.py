@@ -25,10 +25,9 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import AxesError, DTypeError
 from .axes import Axes, Axis, format_axes
-from .codec import CompilerMadeArg, check_keys, check_type, fail, wrong_arg
+from .codec import CodecContext, CompilerMadeArg, check_keys, check_type, fail, wrong_arg
 
 if TYPE_CHECKING:
-    from .args import CodecContext
     from .node import Op
 
 REDUCTIONS = ("mean", "sum")

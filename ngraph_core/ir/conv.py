@@ -26,10 +26,9 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import AxesError
 from .axes import Axes, Axis, format_axes
-from .codec import check_keys, check_type, decode_ints, fail, wrong_arg
+from .codec import CodecContext, check_keys, check_type, decode_ints, fail, wrong_arg
 
 if TYPE_CHECKING:
-    from .args import CodecContext
     from .node import Op
 
 POOL_OPS = ("max", "avg")

@@ -30,10 +30,9 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import AxesError, DTypeError
 from .axes import Axes, Axis, format_axes
-from .codec import check_keys, check_type, wrong_arg
+from .codec import CodecContext, check_keys, check_type, wrong_arg
 
 if TYPE_CHECKING:
-    from .args import CodecContext
     from .node import Op
 
 CTC_FLOAT_DTYPES = ("float32", "float64")

@@ -15,15 +15,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..errors import GraphError
-from .codec import check_keys, check_type, fail, wrong_arg
+from .codec import CodecContext, check_keys, check_type, fail, wrong_arg
 from .node import Op, toposort
 from .ops import OpType
-
-if TYPE_CHECKING:
-    from .args import CodecContext
 
 
 @dataclass(frozen=True, slots=True)

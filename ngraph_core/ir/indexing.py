@@ -28,10 +28,9 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import AxesError, DTypeError
 from .axes import Axes, format_axes
-from .codec import check_keys, check_type, fail, wrong_arg
+from .codec import CodecContext, check_keys, check_type, fail, wrong_arg
 
 if TYPE_CHECKING:
-    from .args import CodecContext
     from .node import Op
 
 REDUCTIONS = ("none", "add", "mul", "max", "min")

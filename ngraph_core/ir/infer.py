@@ -12,13 +12,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import numpy as np
-
 from ..errors import AxesError, DTypeError
 from .axes import Axes, Axis, format_axes
 from .collective import infer_allreduce, infer_allreduce_start, infer_allreduce_wait, infer_broadcast_from
 from .conv import ConvArg, PoolArg, activation_roles, check_conv, check_pool
 from .ctc import infer_ctc, infer_ctc_grad
+from .dtypes import ALL_DTYPES, INT_DTYPES, is_float, promote
 from .graph import CallArg
 from .indexing import (
     infer_cumulative,
@@ -35,26 +34,6 @@ from .ops import OpGroup, OpType
 from .scan import infer_scan, infer_scan_result
 
 Rule = Callable[[Sequence[Op], Any, "Axes | None", "str | None"], tuple[Axes, str]]
-
-FLOAT_DTYPES = ("float16", "float32", "float64")
-INT_DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
-ALL_DTYPES = FLOAT_DTYPES + INT_DTYPES
-
-
-def is_float(dtype: str) -> bool:
-    return dtype in FLOAT_DTYPES
-
-
-def promote(*dtypes: str) -> str:
-    """Result dtype of mixing ``dtypes``: the widest float if any operand is float, else the widest int.
-
-    Unlike NumPy, ``int64`` with ``float32`` gives ``float32`` (integers are indices and
-    counts here; they should not widen the float work).
-    """
-    floats = [d for d in dtypes if is_float(d)]
-    pool = floats or list(dtypes)
-    return max(pool, key=lambda d: (np.dtype(d).itemsize, d != "bool"))
-
 
 def _same_axes(src: Sequence[Op], what: str) -> Axes:
     first = src[0].axes

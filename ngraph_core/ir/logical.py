@@ -26,10 +26,9 @@ import numpy as np
 
 from ..errors import AxesError, DTypeError
 from .axes import Axes, format_axes
-from .codec import check_keys, check_type, fail, wrong_arg
+from .codec import CodecContext, check_keys, check_type, fail, wrong_arg
 
 if TYPE_CHECKING:
-    from .args import CodecContext
     from .node import Op
 
 FLOATS = ("float16", "float32", "float64")

@@ -22,7 +22,6 @@ from .axes import Axes
 from .meta import Meta, Scope, current_labels, current_scope, record_change
 from .names import check_name
 from .ops import OpGroup, OpType
-from .values import ArrayValue, RandomInfo, VariableInfo, next_uid  # noqa: F401 - re-exported (ir.node API)
 
 # -- the node ---------------------------------------------------------------------------
 
@@ -144,8 +143,6 @@ class Op:
         return [o for o in toposort([self]) if o.op is OpType.PLACEHOLDER]
 
     def __repr__(self) -> str:
-        from .printer import format_op  # printer reads Op; imported late to keep the cycle out
-
         return format_op(self)
 
     def __bool__(self) -> bool:
@@ -289,3 +286,31 @@ def substitute(roots: Iterable[Op], mapping: dict[Op, Op] | Callable[[Op], Op | 
 
     new = rebuild(toposort(roots), replace)
     return [new[r] for r in roots]
+
+
+# -- text ------------------------------------------------------------------------------
+
+
+def _arg_text(op: Op) -> str:
+    if op.arg is None or op.op in (OpType.PLACEHOLDER,):
+        return ""
+    return f" {{{op.arg!r}}}"
+
+
+def _meta_text(op: Op) -> str:
+    parts = []
+    if op.meta.name:
+        parts.append(op.meta.name)
+    if op.meta.scope:
+        parts.append("in " + "/".join(str(s) for s in op.meta.scope))
+    if op.meta.labels:
+        parts.append("." + ".".join(sorted(op.meta.labels)))
+    return f"  # {' '.join(parts)}" if parts else ""
+
+
+def format_op(op: Op, names: dict[Op, str] | None = None) -> str:
+    """One line for ``op``; sources are shown by ``names`` (default: their op names)."""
+    names = names or {}
+    src = ", ".join(names.get(s, f"<{s.op.value}>") for s in op.src)
+    call = f"{op.op.value}({src})" if op.src else op.op.value
+    return f"{call}{_arg_text(op)} {op.axes} {op.dtype}{_meta_text(op)}"

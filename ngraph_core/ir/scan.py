@@ -41,17 +41,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..errors import AxesError, DTypeError
 from .axes import Axes, Axis, format_axes
-from .codec import check_keys, check_type, fail, wrong_arg
+from .codec import CodecContext, check_keys, check_type, fail, wrong_arg
+from .dtypes import promote
 from .graph import Graph, decode_graph
 from .node import Op
 from .ops import OpType
-
-if TYPE_CHECKING:
-    from .args import CodecContext
 
 PACK_AXIS_NAME = "scan_pack"
 INT_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
@@ -234,8 +232,6 @@ def check_lengths(lengths: Op, what: str = "lengths") -> Axis:
 
 def infer_scan(src: Sequence[Op], arg: Any, axes: Any, dtype: Any) -> tuple[Axes, str]:
     """The pack's axes ``[scan_pack: total]`` and dtype, after checking the sources fit the body."""
-    from .infer import promote  # infer imports this module for its table
-
     if not isinstance(arg, ScanArg):
         raise AxesError(f"scan: expected a ScanArg, received {type(arg).__name__}; hint: build it with ng.scan")
     params, roots = arg.body.params, arg.body.roots

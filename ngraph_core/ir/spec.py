@@ -12,10 +12,10 @@ from collections.abc import Iterable
 
 from ..errors import NgraphError, VerifyError
 from .args import ARG_TYPES
+from .dtypes import ALL_DTYPES
 from .graph import walk
-from .infer import ALL_DTYPES, infer
-from .node import Op
-from .printer import format_op
+from .infer import infer
+from .node import Op, format_op
 
 
 def verify(roots: Op | Iterable[Op]) -> None:

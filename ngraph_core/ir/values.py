@@ -8,7 +8,6 @@ Each class owns its validation (``check``), JSON codec (``to_json``/``from_json`
 from __future__ import annotations
 
 import hashlib
-import itertools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -17,16 +16,8 @@ import numpy as np
 from .codec import check_keys, check_type, decode_float, decode_value, encode_float, encode_value, fail, wrong_arg
 
 if TYPE_CHECKING:
-    from .args import CodecContext
+    from .codec import CodecContext
     from .node import Op
-
-_uids = itertools.count()
-
-
-def next_uid() -> int:
-    """A process-unique integer for ops that must never be merged (variables, placeholders)."""
-    return next(_uids)
-
 
 # -- op arguments that need care to be hashable ----------------------------------------
 

@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 from .. import api as ng
 from ..ir import Op, OpType, make
-from ..ir.infer import FLOAT_DTYPES
+from ..ir.dtypes import FLOAT_DTYPES
 from ..pattern import Pat, PatternMatcher, graph_rewrite, pat, type_preserving
 
 T = OpType

@@ -24,7 +24,7 @@ import numpy as np
 
 from .. import api as ng
 from ..ir import Axes, Op, OpType, make, promote
-from ..ir.infer import FLOAT_DTYPES
+from ..ir.dtypes import FLOAT_DTYPES
 from ..pattern import Pat, PatternMatcher, Rule, graph_rewrite, pat, scalar_value, type_preserving
 
 T = OpType

@@ -30,7 +30,7 @@ from onnx import helper
 
 from ...ir import Op, OpType
 from ...ir.graph import walk
-from ...ir.node import ArrayValue
+from ...ir.values import ArrayValue
 from .export_context import MIN_OPSET, BakedBatch, Emitter, ExportError, Value
 from .export_layout import LAYOUT_KEY, LAYOUTS, io_order
 from .export_ops import CONVERTERS

@@ -27,7 +27,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from ...errors import NgraphError
 from ...ir import Axes, Op, OpType, toposort
-from ...ir.printer import format_op
+from ...ir.node import format_op
 
 MIN_OPSET = 13
 """Oldest opset we write: Squeeze/Unsqueeze/ReduceSum/Pad/Split take their axes as inputs from 13 on."""

@@ -26,8 +26,8 @@ import numpy as np
 
 from ...ir import Axes, Op, OpType, is_float
 from ...ir.conv import activation_roles
-from ...ir.node import ArrayValue
 from ...ir.ops import OP_BY_NAME
+from ...ir.values import ArrayValue
 from .export_context import Converter, Emitter, Value, unsupported
 from .export_control import CONTROL_CONVERTERS
 from .export_movement import MOVEMENT_CONVERTERS
