@@ -53,7 +53,6 @@ OPEN = "not broken yet (structure issue, item 3)"
 FOLDER_CYCLES: dict[tuple[str, frozenset[str]], str] = {
     ("neon", frozenset({"callbacks", "tensorboard", "training"})): OPEN,
     ("neon.optimizers", frozenset({"base", "schedules"})): OPEN,
-    ("ngraph_core.autodiff", frozenset({"gradient", "rules", "scan"})): OPEN,
     ("ngraph_core.inference", frozenset({"compile", "deploy", "freeze", "quantize"})): OPEN,
     ("ngraph_core.transformers", frozenset({"kernels", "narrow_gemm", "numba_kernels", "runtime"})): OPEN,
 }

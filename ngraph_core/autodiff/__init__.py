@@ -1,4 +1,4 @@
-"""Reverse-mode autodiff: the rule table and the reverse walk.
+"""Reverse-mode autodiff: the rule table, the reverse walk and its entry points.
 
 ``custom_gradient`` is defined with the API (``api/custom.py``: it builds an op) and
 re-exported here, where users look for it; autodiff reads its registry, never the reverse.

@@ -1,37 +1,14 @@
-"""Reverse-mode autodiff: a topological walk from the cost back to the wanted ops.
-
-``gradients`` sorts the ops between the cost and the wanted ops, walks them in
-reverse, calls each op's rule (``rules.RULES``), and sums the contributions a
-source receives. Because construction is hash-consed, ``deriv(L, W)`` and
-``deriv(L, b)`` share every backward op they have in common — one backward graph.
-Backward ops carry the scope of the forward op they differentiate and a ``grad``
-label.
+"""Reverse-mode autodiff's entry points: ``gradients`` and ``deriv`` run the reverse walk (``walk.py``)
+over the rule table (``rules.RULES``); ``deriv(L, W)`` and ``deriv(L, b)`` share one backward graph.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .. import api as ng
-from ..errors import AxesError, UnsupportedOpError
-from ..ir import Op, OpGroup, format_axes, is_float, scope_override, toposort
+from ..ir import Op
 from .rules import RULES
-
-
-def _on_path(order: list[Op], wrt: Sequence[Op]) -> set[Op]:
-    """Ops that depend on any of ``wrt`` (the only ones a gradient must pass through)."""
-    reach = set(wrt)
-    for op in order:
-        if op not in reach and any(s in reach for s in op.src):
-            reach.add(op)
-    return reach
-
-
-def _accumulate(parts: list[Op]) -> Op:
-    total = parts[0]
-    for p in parts[1:]:
-        total = total + p
-    return total
+from .walk import backprop
 
 
 def gradients(cost: Op, wrt: Sequence[Op], error: Op | None = None) -> list[Op]:
@@ -52,43 +29,7 @@ def gradients(cost: Op, wrt: Sequence[Op], error: Op | None = None) -> list[Op]:
     Example:
         >>> grad_W, grad_b = gradients(L, [W, b])
     """
-    wrt = list(wrt)
-    if error is None:
-        if len(cost.axes) != 0:
-            raise AxesError(
-                f"gradients: the cost must be a scalar, received axes {format_axes(cost.axes)}; "
-                "hint: reduce it with ng.sum / ng.mean, or pass error= with the cost's axes"
-            )
-        error = ng.constant(1.0, (), dtype=cost.dtype)
-    elif error.axes != cost.axes:
-        raise AxesError(f"gradients: error has axes {format_axes(error.axes)}, the cost {format_axes(cost.axes)}")
-    order = toposort([cost])
-    on_path = _on_path(order, wrt)
-    pending: dict[Op, list[Op]] = {cost: [error]}
-    done: dict[Op, Op] = {}
-    for op in reversed(order):
-        parts = pending.pop(op, None)
-        if parts is None or op not in on_path:
-            continue
-        with scope_override(op.meta.scope, labels={"grad"}):
-            ctx = _accumulate(parts)
-        done[op] = ctx
-        if not op.src or op.op in OpGroup.NON_DIFFERENTIABLE:
-            continue
-        rule = RULES.get(op.op)
-        if rule is None:
-            raise UnsupportedOpError(
-                f"gradients: no gradient rule for {op.op.value} ({op.name}); "
-                "hint: add one to ngraph_core/autodiff/rules.py, or wrap it with ng.stop_gradient"
-            )
-        with scope_override(op.meta.scope, labels={"grad"}):
-            grads = rule(ctx, op)
-        for src, g in zip(op.src, grads):
-            if g is None or src not in on_path or not is_float(src.dtype):
-                continue
-            assert g.axes == src.axes, f"rule {op.op} gave axes {g.axes} for source {src.axes}"
-            pending.setdefault(src, []).append(g)
-    return [done.get(w) if w in done else ng.fill_like(w, 0.0) for w in wrt]
+    return backprop(cost, wrt, error, RULES)
 
 
 def deriv(cost: Op, wrt: Op, error: Op | None = None) -> Op:

@@ -10,7 +10,6 @@ sees the primitives they are built from.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import replace
 
 from .. import api as ng
@@ -21,9 +20,7 @@ from ..ir.conv import activation_roles
 from ..ir.indexing import LookupArg, lookup_name
 from ..ir.infer import MOMENTS_AXIS
 from .scan import scan_grad, scan_result_grad
-
-Grads = tuple[Op | None, ...]
-Rule = Callable[[Op, Op], Grads]
+from .walk import Grads, Rule, backprop
 
 
 def _x(op: Op) -> Op:
@@ -198,14 +195,13 @@ def _custom_grad(ctx: Op, op: Op) -> Grads:
 def _call_grad(ctx: Op, op: Op) -> list[Op | None]:
     """The sub-graph's result with the inputs substituted for its params, differentiated (a vector-Jacobian
     product: ``d sum(f(inputs) * ctx) / d inputs``, with ``ctx`` held constant)."""
-    from .gradient import gradients  # the reverse walk uses this table: imported at use
-
     body = op.arg.graph
     (value,) = substitute([body.roots[op.arg.index]], dict(zip(body.params, op.src, strict=True)))
     float_inputs = [s for s in op.src if is_float(s.dtype)]
     if not float_inputs:
         return [None] * len(op.src)
-    grads = dict(zip(float_inputs, gradients(ng.sum(value * ng.stop_gradient(ctx)), float_inputs), strict=True))
+    vjp = backprop(ng.sum(value * ng.stop_gradient(ctx)), float_inputs, None, RULES)
+    grads = dict(zip(float_inputs, vjp, strict=True))
     return [grads.get(s) for s in op.src]
 
 
@@ -298,7 +294,7 @@ RULES: dict[OpType, Rule] = {
     OpType.SEQUENTIAL: lambda ctx, op: (None,) * (len(op.src) - 1) + (ctx,),
     OpType.CUSTOM_GRADIENT: _custom_grad,
     OpType.CALL: _call_grad,
-    OpType.SCAN: scan_grad,  # a reverse scan of the body's vector-Jacobian product (autodiff/scan.py)
+    OpType.SCAN: lambda ctx, op: scan_grad(ctx, op, RULES),  # a reverse scan of the body's VJP (autodiff/scan.py)
     OpType.SCAN_RESULT: scan_result_grad,
     # collectives: an allreduce is linear, its adjoint the same allreduce of the upstream gradients
     OpType.ALLREDUCE: lambda ctx, op: (make(OpType.ALLREDUCE, [ctx], arg=op.arg),),

@@ -47,6 +47,8 @@ In a graph of one float dtype every cast is absent, so it builds exactly as befo
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 
 from .. import api as ng
@@ -54,8 +56,7 @@ from ..api.scan import build_scan
 from ..errors import UnsupportedOpError
 from ..ir import Axes, Axis, Graph, Op, OpType, is_float, make, promote, substitute, toposort
 from ..ir.scan import PACK_AXIS_NAME, ScanArg
-
-Grads = tuple[Op | None, ...]
+from .walk import Grads, Rule, backprop
 
 
 def scan_result_grad(ctx: Op, op: Op) -> Grads:
@@ -209,9 +210,9 @@ def _pads_to_concats(roots: list[Op]) -> list[Op]:
     return substitute(roots, found) if found else roots
 
 
-def scan_grad(ctx: Op, op: Op) -> Grads:
-    """Gradients of the sequences, initial states and extras: the results of a reverse scan."""
-    from .gradient import gradients  # the reverse walk uses the rule table: imported at use
+def scan_grad(ctx: Op, op: Op, rules: Mapping[OpType, Rule]) -> Grads:
+    """Gradients of the sequences, initial states and extras: the results of a reverse scan whose body
+    is the step's vector-Jacobian product, differentiated by ``rules`` (the table this rule sits in)."""
 
     arg: ScanArg = op.arg
     if not arg.save_states:
@@ -249,7 +250,7 @@ def scan_grad(ctx: Op, op: Op) -> Grads:
     for term in terms[1:]:
         cost = cost + term
     wrt = [p_x[k] for k in f_seq] + [p_h[j] for j in f_state] + [p_w[e] for e in f_extra]
-    grads = gradients(cost, wrt)
+    grads = backprop(cost, wrt, None, rules)
     g_x, g_h, g_w = grads[:len(f_seq)], grads[len(f_seq):len(f_seq) + len(f_state)], grads[len(f_seq) + len(f_state):]
     g_h = [_like(g, p_h[j].dtype) for g, j in zip(g_h, f_state)]  # carried in the state's dtype (module docstring)
 
