@@ -52,7 +52,6 @@ OPEN = "not broken yet (structure issue, item 3)"
 # (folder, the circle's members) -> justification
 FOLDER_CYCLES: dict[tuple[str, frozenset[str]], str] = {
     ("neon", frozenset({"callbacks", "tensorboard", "training"})): OPEN,
-    ("neon.optimizers", frozenset({"base", "schedules"})): OPEN,
     ("ngraph_core.inference", frozenset({"compile", "deploy", "freeze", "quantize"})): OPEN,
     ("ngraph_core.transformers", frozenset({"kernels", "narrow_gemm", "numba_kernels", "runtime"})): OPEN,
 }

@@ -25,7 +25,8 @@ from typing import Any
 
 import ngraph_core as ng
 
-from ..optimizers.base import OptimizerError, cost_gradients
+from ..optimizers.base import cost_gradients
+from ..optimizers.checks import OptimizerError
 
 _OWN = frozenset({"optimizer", "bucket_mb", "average"})
 

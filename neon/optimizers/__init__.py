@@ -3,7 +3,8 @@
 from .adadelta import Adadelta
 from .adagrad import Adagrad
 from .adam import Adam
-from .base import Optimizer, OptimizerError, optimizer_from_config, optimizer_to_config, select_trainable
+from .base import Optimizer, optimizer_from_config, optimizer_to_config, select_trainable
+from .checks import OptimizerError
 from .multi import MultiOptimizer
 from .rmsprop import RMSProp
 from .schedules import (

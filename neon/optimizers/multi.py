@@ -7,7 +7,8 @@ from typing import Any
 
 import ngraph_core as ng
 
-from .base import Optimizer, OptimizerError, optimizer_from_config, optimizer_to_config, select_candidates
+from .base import Optimizer, optimizer_from_config, optimizer_to_config, select_candidates
+from .checks import OptimizerError
 
 
 class MultiOptimizer(Optimizer):

@@ -6,7 +6,8 @@ from typing import Any
 
 import ngraph_core as ng
 
-from .base import Optimizer, check_number
+from .base import Optimizer
+from .checks import check_number
 
 
 class RMSProp(Optimizer):

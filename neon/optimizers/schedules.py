@@ -16,7 +16,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from .base import OptimizerError, check_number
+from .checks import OptimizerError, check_number
 
 SCHEDULES: dict[str, type[Schedule]] = {}
 

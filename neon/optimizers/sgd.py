@@ -6,7 +6,8 @@ from typing import Any
 
 import ngraph_core as ng
 
-from .base import Optimizer, OptimizerError, check_number
+from .base import Optimizer
+from .checks import OptimizerError, check_number
 
 
 class GradientDescentMomentum(Optimizer):
