@@ -11,19 +11,13 @@ Example:
     >>> outputs = ng.inference.load("mnist.ngi").infer(x_batch)
 """
 
-from .compile import CompiledModel, Executor, InferenceError, TensorSpec, compile_for_inference
+from .calibrate import QuantizationReport, calibrate_ranges, quantization_report
+from .compile import compile_for_inference
 from .deploy import FORMAT_NAME, FORMAT_VERSION, DeployError, load, save
+from .freeze import InferenceError
+from .model import CompiledModel, Executor, TensorSpec
 from .profile import LayerCounter, OpCounter, ProfileError, ProfileReport, collect_counters, format_counters
-from .quantize import (
-    PRECISIONS,
-    QuantizationError,
-    QuantizationReport,
-    QuantizedWeight,
-    calibrate_ranges,
-    quantization_report,
-    quantize_dequantize,
-    quantize_weight,
-)
+from .quantize import PRECISIONS, QuantizationError, QuantizedWeight, quantize_dequantize, quantize_weight
 from .requests import AsyncInferQueue, InferRequest, RequestBusyError, RequestError, RequestTimeoutError
 
 __all__ = [

@@ -39,7 +39,7 @@ import tempfile
 import zipfile
 import zlib
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -47,10 +47,8 @@ from .. import safe_json
 from ..errors import NgraphError
 from ..ir import OpType
 from ..serialize import deserialize, serialize
+from .model import CompiledModel
 from .quantize import PRECISIONS, QuantizedWeight
-
-if TYPE_CHECKING:
-    from .compile import CompiledModel
 
 __all__ = ["FORMAT_NAME", "FORMAT_VERSION", "DeployError", "load", "save"]
 
@@ -314,8 +312,6 @@ def load(path: Any) -> CompiledModel:
         >>> compiled = load("mnist_int8.ngi")
         >>> (probs,) = compiled.infer(x_batch)
     """
-    from .compile import CompiledModel
-
     path = Path(path)
     manifest, parts = _read_parts(path)
     try:
