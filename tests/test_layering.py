@@ -54,7 +54,6 @@ FOLDER_CYCLES: dict[tuple[str, frozenset[str]], str] = {
     ("neon", frozenset({"callbacks", "tensorboard", "training"})): OPEN,
     ("ngraph_core.inference", frozenset({"deploy", "model"})): "CompiledModel.save is a shortcut for deploy.save "
     "(imported at use) and deploy.load builds a CompiledModel: the file format's writer and reader stay in one module",
-    ("ngraph_core.transformers", frozenset({"kernels", "narrow_gemm", "numba_kernels", "runtime"})): OPEN,
 }
 
 

@@ -20,7 +20,7 @@ order (another axes order works, on the reference path). 1-d and 2-d pooling run
 length-1 axes in front.
 
 The sources below are static (no names from the graph) and go through the kernel disk cache
-(``numba_kernels._load``), so a second process compiles nothing.
+(``numba_loader.load_kernel``), so a second process compiles nothing.
 
 Memory safety: the loops index without bounds checks. Their window, strides and padding are the op's
 ``PoolArg``, checked against the input's axes by ``ir.conv.check_pool`` when the graph was built,
@@ -43,7 +43,7 @@ from ..ir.conv import PoolArg, activation_roles, pool_window_counts
 from . import runtime
 from .kernels import pool as shared
 from .kernels.context import Kernel, KernelContext
-from .numba_kernels import FLOAT_DTYPES, HAVE_NUMBA, _load, reference_only
+from .numba_loader import FLOAT_DTYPES, HAVE_NUMBA, load_kernel, reference_only
 
 MIN_SPLIT_ELEMENTS = 1 << 15
 """Outputs smaller than this run in one call (a hand-off to a worker costs ~35 us)."""
@@ -207,7 +207,7 @@ _SOURCES = {"max": MAX_SOURCE, "avg": AVG_SOURCE, "max_bprop": MAX_BPROP_SOURCE,
 def loops(name: str) -> Callable[..., Any]:
     """The compiled loops ``name`` (``max``, ``avg``, ``max_bprop``, ``avg_bprop``; ``max1``, ``avg1`` for a batch
     of one), from the kernel disk cache."""
-    return _load(_SOURCES[name])
+    return load_kernel(_SOURCES[name])
 
 
 class _Layout:

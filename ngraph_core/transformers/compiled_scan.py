@@ -54,16 +54,8 @@ from .kernels import leaf
 from .kernels import scan as shared
 from .kernels.context import Kernel, KernelContext
 from .kernels.movement import slice_index
-from .numba_kernels import (
-    FLOAT_DTYPES,
-    HAVE_NUMBA,
-    SUPPORTED,
-    VECTOR_MATH,
-    _load,
-    kernel_set,
-    step_lines,
-    uses_vector_math,
-)
+from .numba_kernels import SUPPORTED, VECTOR_MATH, step_lines, uses_vector_math
+from .numba_loader import FLOAT_DTYPES, HAVE_NUMBA, kernel_set, load_kernel
 
 _VIEWS = frozenset({OpType.PLACEHOLDER, OpType.CAST_AXES, OpType.SLICE})
 
@@ -249,7 +241,8 @@ def gemm(dtype: str) -> Callable[[Any, Any, Any], None] | None:
         return None
     int_type, single, double = found
     lines = _header(dtype, single if dtype == "float32" else double, int_type, False)
-    return _load("\n".join([*lines, "@njit(cache=True, nogil=True)", "def k(a, b, c):", "    _gemm(a, b, c)"]) + "\n")
+    source = "\n".join([*lines, "@njit(cache=True, nogil=True)", "def k(a, b, c):", "    _gemm(a, b, c)"]) + "\n"
+    return load_kernel(source)
 
 
 def generate_source(op: Op, graph: Any, dtype: str, symbol: str, int_type: str) -> tuple[str, list[Op]] | None:
@@ -420,7 +413,7 @@ def compiled_scan(op: Op, kc: KernelContext) -> Kernel | None:
         return None
     source, constant_ops = generated
     constants = [leaf.constant(c, kc)() for c in constant_ops]
-    fn = _load(source)
+    fn = load_kernel(source)
     n_seq, n_state, n_out, n_extra = arg.n_seq, arg.n_state, arg.n_out, arg.n_extra
     n_saved = n_state if arg.save_states else 0
     spans = [(offset, offset + size, axes.lengths) for offset, size, axes in arg.layout()]

@@ -41,12 +41,12 @@ from ..errors import SerializationError
 from ..ir import Op
 from ..ir.conv import ConvArg, activation_roles, filter_roles
 from . import winograd
-from .kernel_cache import make_private
+from .kernel_cache import cache_dir, make_private
 from .kernels import conv_channels_last, conv_image
 from .kernels.collective import communicator_of
 from .kernels.context import Kernel, KernelContext
 from .kernels.conv import Epilogue, finishing
-from .numba_kernels import cache_dir, reference_only
+from .numba_loader import reference_only
 
 ALGORITHMS = ("im2col", "winograd", "image", "channels_last")
 MAX_RECORD_BYTES = 16 << 20  # a record of a few hundred layers is a few hundred kB

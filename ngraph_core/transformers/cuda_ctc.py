@@ -18,7 +18,7 @@ scale in float64 for the same reason: a log-likelihood of hundreds of nats loses
 float32). ``log(0)`` is the finite ``NEG`` of the shared kernel, so the two agree on impossible
 examples (``inf`` loss and NaN gradient, or zeros with ``zero_infinity``). The log-softmax, the
 label checks (``FeedError`` on bad labels or lengths) and the extended labels are the shared
-kernel's own code (``_Plan``), run on CuPy.
+kernel's own code (``CTCPlan``), run on CuPy.
 
 The source is fixed text (no name from the graph reaches it). ``source(host=True)`` adds host loops
 running the same bodies with one thread per block (the barrier compiles away), which is how the
@@ -32,7 +32,7 @@ from typing import Any
 
 from ..ir import Op, OpType
 from .kernels.context import Kernel, KernelContext
-from .kernels.ctc import NEG, _Plan
+from .kernels.ctc import NEG, CTCPlan
 
 _COMMON = """\
 #define NG_NEG (%(neg)r)
@@ -198,7 +198,7 @@ def _function(name: str) -> Any:
     return _module[0].get_function(name)
 
 
-class _CudaPlan(_Plan):
+class _CudaPlan(CTCPlan):
     """The shared plan's checks and log-softmax, then the three kernels instead of the frame loop."""
 
     def __init__(self, op: Op, kc: KernelContext, grad: bool) -> None:

@@ -35,7 +35,7 @@ from typing import Any
 
 from ..ir import FusedProgram, Op, OpType
 from .kernels.context import Kernel, KernelContext
-from .kernels.fused import _head, unblocked
+from .kernels.fused import program_head, unblocked
 
 C_TYPES = {"float32": "float", "float64": "double"}
 """The dtypes a fused program compiles for, and their C types."""
@@ -232,7 +232,7 @@ def fused(op: Op, kc: KernelContext) -> Kernel:
         return unblocked(op, kc)
     src = cuda_source(program, dtype)
     kernel = _elementwise_kernel(src)
-    head = _head(op, kc)
+    head = program_head(op, kc)
     picks = src.inputs
 
     def cuda_fused_kernel(out, *vs):

@@ -1,6 +1,6 @@
 """The on-disk kernel cache, used only while no other user can write it.
 
-Generated kernels (``numba_kernels._load``) are written as ``k_<hash>.py`` under ``$NG_CACHE_DIR/kernels``
+Generated kernels (``numba_loader.load_kernel``) are written as ``k_<hash>.py`` under ``$NG_CACHE_DIR/kernels``
 (default ``~/.cache/ngraph/kernels``) and imported, and numba keeps their machine code beside them in
 ``kernels/__pycache__`` (``*.nbi`` indexes and ``*.nbc`` code), which it reads back with ``pickle``. So
 whoever can write those directories runs code in the next process that loads a kernel. The cache is

@@ -25,7 +25,7 @@ the L3 (figures for this module: benchmarks/RESULTS.md, "Behind the code: narrow
 ``runtime.matmul`` calls ``run`` first (2-4 columns, ``b`` as it comes: the loop transposes it); it
 declines (returns False) unless numba imports, ``NG_KERNELS`` is not ``numpy``, the arrays are 2-d NumPy
 arrays of one float dtype, ``a`` is C-contiguous and big enough (``MIN_ELEMENTS``). The source is static
-and goes through the kernel disk cache (``numba_kernels._load``).
+and goes through the kernel disk cache (``numba_loader.load_kernel``).
 
 Memory safety: the loops index without bounds checks, so each generated kernel first compares its
 operands' shapes (``a``, ``bt``, ``out`` and the epilogue's ``bias`` and ``res``) with the extents it will
@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from .numba_kernels import FLOAT_DTYPES, HAVE_NUMBA, _load, reference_only
+from .numba_loader import FLOAT_DTYPES, HAVE_NUMBA, load_kernel, reference_only
 
 MAX_COLUMNS = 4
 """``run`` takes products of 2 to this many columns (BLAS's packed kernel wins from 5 on when ``b`` must be
@@ -155,7 +155,7 @@ def compiled(dtype: Any, epilogue: tuple[str, ...] = (), parallel: bool = False)
     kernel = _kernels.get(key)
     if kernel is None:
         lines = _epilogue_lines(name, epilogue)
-        kernel = _kernels[key] = _load(_SOURCE.format(
+        kernel = _kernels[key] = load_kernel(_SOURCE.format(
             dtype=name, fmas=_FMAS, stores=_stores(tuple(epilogue)),
             epilogue=_EPILOGUE.format(lines=lines) if epilogue else "",
             params=", bias, res" if epilogue else "", parallel=parallel, range="prange" if parallel else "range",
@@ -193,7 +193,7 @@ def transposed_store(dtype: Any, epilogue: tuple[str, ...] = ()) -> Callable[...
     kernel = _kernels.get(key)
     if kernel is None:
         lines = _epilogue_lines(name, epilogue)
-        kernel = _kernels[key] = _load(_STORE_SOURCE.format(
+        kernel = _kernels[key] = load_kernel(_STORE_SOURCE.format(
             dtype=name, epilogue=_EPILOGUE.format(lines=lines) if epilogue else "",
             value="epilogue(src[j, i], bias, res, i, j)" if epilogue else "src[j, i]",
             operand_checks=_operand_checks(tuple(epilogue))))
@@ -233,7 +233,7 @@ def threadsafe_layer() -> bool:
             # core: ResNet-18 at batch 32, two threads, 1.37 -> 1.88x onnxruntime. 10K rounds keep the next
             # layer's launch cheap (batch 1: 0.99 ms) and give the core back (batch 32: 1.31x).
             os.environ.setdefault("GOMP_SPINCOUNT", str(SPIN_ROUNDS))
-            _load(_PROBE_SOURCE)(np.zeros(2))
+            load_kernel(_PROBE_SOURCE)(np.zeros(2))
             _threadsafe.append(numba.threading_layer() in ("omp", "tbb"))
         except Exception as exc:  # noqa: BLE001 - any failure to load a layer means: no parallel loops
             warnings.warn(f"narrow_gemm: numba has no thread-safe threading layer ({exc}); the compiled GEMMs of "

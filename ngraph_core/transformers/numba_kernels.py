@@ -49,12 +49,7 @@ shorter than the loop.
 from __future__ import annotations
 
 import functools
-import hashlib
-import importlib.util
 import math
-import os
-import sys
-import tempfile
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -62,16 +57,11 @@ import numpy as np
 
 from ..ir import FusedProgram, Op, OpType
 from . import runtime
-from .kernel_cache import cache_dir as cache_dir  # re-exported: conv_choice and the tests read it here
-from .kernel_cache import kernel_dir
+from .kernel_cache import cache_dir as cache_dir  # re-exported: the tests read it here
 from .kernels.context import Kernel, KernelContext
-from .kernels.fused import PARALLEL_MIN_ELEMENTS, _head
+from .kernels.fused import PARALLEL_MIN_ELEMENTS, program_head
 from .kernels.fused import fused as numpy_fused
-
-HAVE_NUMBA = importlib.util.find_spec("numba") is not None
-"""numba is optional (the ``fast`` extra); it is imported by the generated modules only, when first needed."""
-
-FLOAT_DTYPES = ("float32", "float64")
+from .numba_loader import FLOAT_DTYPES, HAVE_NUMBA, kernel_set, load_kernel
 
 _UNARY = {
     OpType.NEG: "(-{0})", OpType.ABS: "abs({0})", OpType.EXP: "math.exp({0})", OpType.LOG: "math.log({0})",
@@ -149,9 +139,6 @@ MAX_ALIAS_VERSIONS = 4
 
 COMPILE_LIBM_STEPS = False
 """True compiles programs with ``LIBM_STEPS`` too (the tests do, to check their semantics)."""
-
-_functions: dict[str, Callable[..., Any]] = {}  # canonical text -> the compiled (lazily) numba dispatcher
-
 
 def _constant(value: Any) -> str:
     v = float(value)
@@ -317,31 +304,6 @@ def _referenced_inputs(program: FusedProgram) -> list[int]:
     return list(seen)
 
 
-def _load(source: str) -> Callable[..., Any]:
-    """The numba dispatcher ``k`` of ``source``, written once under ``kernel_dir()`` (the cache when it is
-    private, else a private temporary directory) and imported."""
-    fn = _functions.get(source)
-    if fn is not None:
-        return fn
-    digest = hashlib.sha256(source.encode()).hexdigest()[:32]
-    directory = kernel_dir()
-    path = directory / f"k_{digest}.py"
-    if not path.exists() or path.read_text() != source:
-        # atomically, and only when missing: numba's on-disk index is keyed by the file's mtime
-        fd, tmp = tempfile.mkstemp(dir=directory, suffix=".tmp")
-        with os.fdopen(fd, "w") as f:
-            f.write(source)
-        os.replace(tmp, path)
-    name = f"_ngraph_kernel_{digest}"
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # numba's cache locates a function by its module
-    spec.loader.exec_module(module)
-    fn = _functions[source] = module.k
-    return fn
-
-
 def _coalesce(shape: tuple[int, ...], strides: Sequence[tuple[int, ...]]) -> tuple[tuple[int, ...], list[tuple]]:
     """``shape`` with dimensions merged where every array's strides allow it, and each array's strides."""
     dims: list[tuple[int, list[int]]] = []
@@ -390,7 +352,7 @@ def compiled_fused(op: Op, kc: KernelContext) -> Kernel | None:
     # check support once, with every input an array (modes only change loads)
     if generate_source(program, dtype, ["a"] * len(inputs), 1, raw) is None:
         return None
-    head = _head(op, kc)
+    head = program_head(op, kc)
     shape = tuple(op.axes.lengths)
     plans: dict[tuple, tuple[Callable[..., Any], tuple[int, ...], list[Callable[[Any], Any]]]] = {}
 
@@ -411,7 +373,7 @@ def compiled_fused(op: Op, kc: KernelContext) -> Kernel | None:
                 preps.append(lambda a: a.reshape(cshape))
             else:  # copy=False: a layout that would need a copy is an error, never a silent copy
                 preps.append(lambda a: np.reshape(np.broadcast_to(a, shape), cshape, copy=False))
-        found = plans[key] = (_load(source), cshape, preps)
+        found = plans[key] = (load_kernel(source), cshape, preps)
         return found
 
     workers = runtime.threads() if math.prod(shape) >= PARALLEL_MIN_ELEMENTS else 1
@@ -434,8 +396,6 @@ def compiled_fused(op: Op, kc: KernelContext) -> Kernel | None:
     return compiled_kernel
 
 
-KERNEL_SETS = ("auto", "numba", "numpy")
-
 COMPILED_MIN_ELEMENTS = 1 << 18
 """Under ``NG_KERNELS=auto`` (the default) a fused program over at least this many elements runs compiled.
 
@@ -445,27 +405,6 @@ programs (batch-norm and activation epilogues over 400K-4M elements) make severa
 block; the compiled loop makes one. Small programs stay on NumPy: there compiling did not pay (the LSTM step took
 the same either way, RESULTS.md), and every distinct program costs a compile on a machine's first run.
 """
-
-
-def kernel_set() -> str:
-    """``NG_KERNELS``: ``auto`` (default: compiled pooling and Winograd, fused programs compiled from
-    ``COMPILED_MIN_ELEMENTS``), ``numba`` (every fused program numba supports compiled) or ``numpy``
-    (the NumPy reference kernels only). Read when a kernel is made.
-
-    Raises:
-        ValueError: another value.
-    """
-    value = os.environ.get("NG_KERNELS", "").strip().lower() or "auto"
-    if value not in KERNEL_SETS:
-        raise ValueError(f"NG_KERNELS={value!r}: expected one of {', '.join(KERNEL_SETS)}; "
-                         "hint: unset it for auto")
-    return value
-
-
-def reference_only() -> bool:
-    """True when ``NG_KERNELS=numpy`` asks for the NumPy reference kernels only: no compiled pooling or
-    fused programs, no Winograd convolutions."""
-    return kernel_set() == "numpy"
 
 
 def wanted(elements: int | None = None) -> bool:

@@ -60,6 +60,7 @@ from typing import Any
 import numpy as np
 
 from ..distributed import world
+from . import narrow_gemm
 
 MIN_PARALLEL_FLOPS = 1 << 23
 """A GEMM below this many multiply-adds runs in one call. A hand-off to a worker and the wait for it cost
@@ -199,13 +200,7 @@ def split(length: int, parts: int) -> list[tuple[int, int]]:
 
 def product(a: Any, b: Any, out: Any) -> Any:
     """``out = a @ b``: the compiled loop of ``narrow_gemm`` for 2-4 columns where it takes them, else BLAS."""
-    global _narrow
-    if _narrow is None:
-        from . import narrow_gemm as _narrow
-    return out if _narrow.run(a, b, out) else np.matmul(a, b, out=out)
-
-
-_narrow: Any = None  # narrow_gemm, imported on first use (it imports numba_kernels, which imports this module)
+    return out if narrow_gemm.run(a, b, out) else np.matmul(a, b, out=out)
 
 
 def matmul(a: Any, b: Any, out: Any, workers: int | None = None) -> Any:

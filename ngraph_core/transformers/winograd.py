@@ -54,7 +54,7 @@ from . import runtime
 from .kernels.context import Kernel, KernelContext, per_object
 from .kernels.contraction import is_constant
 from .kernels.windows import PaddedCopy, is_identity
-from .numba_kernels import HAVE_NUMBA, _load
+from .numba_loader import HAVE_NUMBA, load_kernel
 
 BT = ((1, 0, -1, 0), (0, 1, 1, 0), (0, -1, 1, 0), (0, 1, 0, -1))
 """Bᵀ: the input transform of F(2, 3) along one axis (4 inputs -> 4)."""
@@ -131,7 +131,7 @@ _SOURCES = {"input": input_source, "output": output_source, "gradient": gradient
 def transform(name: str) -> Callable[..., Any]:
     """The numba function of a transform (``input``, ``output``, ``gradient``): ``njit(cache=True)``, its
     generated source kept in the kernel cache directory so a second process loads the machine code."""
-    return _load("from numba import njit\n\n\n@njit(cache=True, nogil=True)\n" + _SOURCES[name]())
+    return load_kernel("from numba import njit\n\n\n@njit(cache=True, nogil=True)\n" + _SOURCES[name]())
 
 
 def filter_transform(g: Any, out: Any) -> Any:

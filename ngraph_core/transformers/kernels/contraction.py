@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ...ir import Axes, Op, OpType
+from .. import runtime
 from .context import Kernel, KernelContext, per_object
 
 
@@ -20,12 +21,11 @@ def matmul_for(xp: Any, size: int | None = None, blas_threads: bool = False) -> 
     section of our own, one call on BLAS's threads); elsewhere, or for a GEMM of ``size`` multiply-adds
     too small to split, ``xp.matmul`` straight (no per-call checks: a batch-1 LSTM step has three)."""
     if xp.__name__ == "numpy":
-        from ..runtime import MIN_PARALLEL_FLOPS, blas_matmul, matmul, threads
-
-        workers = threads()  # read once, when the kernel is made (no environment lookup per call)
-        if blas_threads and workers > 1 and size is not None and size >= MIN_PARALLEL_FLOPS:
+        blas_matmul, matmul = runtime.blas_matmul, runtime.matmul
+        workers = runtime.threads()  # read once, when the kernel is made (no environment lookup per call)
+        if blas_threads and workers > 1 and size is not None and size >= runtime.MIN_PARALLEL_FLOPS:
             return lambda a, b, out: blas_matmul(a, b, out, workers)
-        if size is None or (workers > 1 and size >= MIN_PARALLEL_FLOPS):
+        if size is None or (workers > 1 and size >= runtime.MIN_PARALLEL_FLOPS):
             return lambda a, b, out: matmul(a, b, out, workers)
     return lambda a, b, out: xp.matmul(a, b, out=out)
 
@@ -53,9 +53,7 @@ def product_for(xp: Any) -> Callable[[Any, Any, Any], Any]:
     """``fn(a, b, out)``: one GEMM in the calling thread (a worker's part). On NumPy the runtime's
     ``product`` (a GEMM of 2-4 columns by ``narrow_gemm``'s compiled loop), elsewhere ``xp.matmul``."""
     if xp.__name__ == "numpy":
-        from ..runtime import product
-
-        return product
+        return runtime.product
     return lambda a, b, out: xp.matmul(a, b, out=out)
 
 

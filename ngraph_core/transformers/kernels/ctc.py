@@ -35,7 +35,7 @@ NEG = -1e30
 """log(0) in the recursions: finite, so differences of two of them are 0, not NaN."""
 
 
-class _Plan:
+class CTCPlan:
     """Shapes, views and scratch of one ctc/ctc_grad op, fixed at compile time."""
 
     def __init__(self, op: Op, kc: KernelContext, grad: bool) -> None:
@@ -186,7 +186,7 @@ def _logsumexp2(xp: Any, a: Any, b: Any) -> Any:
 
 def ctc(op: Op, kc: KernelContext) -> Kernel:
     """Each example's negative log-likelihood ``[N]``."""
-    plan = _Plan(op, kc, grad=False)
+    plan = CTCPlan(op, kc, grad=False)
 
     def ctc_kernel(out, logits, labels, input_lengths, label_lengths):
         return plan.loss(plan.alpha(logits, labels, input_lengths, label_lengths), out)
@@ -196,7 +196,7 @@ def ctc(op: Op, kc: KernelContext) -> Kernel:
 
 def ctc_grad(op: Op, kc: KernelContext) -> Kernel:
     """``d sum_n ctc[n] / d logits``, with the logits' axes."""
-    plan = _Plan(op, kc, grad=True)
+    plan = CTCPlan(op, kc, grad=True)
 
     def ctc_grad_kernel(out, logits, labels, input_lengths, label_lengths):
         return plan.gradient(plan.alpha(logits, labels, input_lengths, label_lengths), out)

@@ -103,7 +103,7 @@ def epilogue_steps(op: Op) -> tuple[tuple[str, int | None], ...] | None:
     return tuple(spec)
 
 
-def _head(op: Op, kc: KernelContext) -> Callable[[Any, Any, Any], Any] | None:
+def program_head(op: Op, kc: KernelContext) -> Callable[[Any, Any, Any], Any] | None:
     """``fn(out, a, b)`` computing the program's head (``dot`` or ``conv``) into ``out``, or None."""
     program, dtype = op.arg, kc.dtype_of(op)
     if program.head == "dot":
@@ -132,7 +132,7 @@ def fused(op: Op, kc: KernelContext) -> Kernel:
         block = _single_block(steps, temps, None, len(op.src))
         return conv_into(op.src[0], op.src[1], program.conv, dtype, kc,
                          Epilogue(spec, lambda out, *inputs: block(out, None, None, *inputs)))
-    head = _head(op, kc)
+    head = program_head(op, kc)
     size = 1
     for n in shape:
         size *= n
@@ -216,7 +216,7 @@ def unblocked(op: Op, kc: KernelContext) -> Kernel:
     """The program over whole arrays (for backends where blocking does not pay, like CuPy)."""
     xp, program, dtype = kc.xp, op.arg, kc.dtype_of(op)
     steps, n_slots = _compile(xp, program)
-    head = _head(op, kc)
+    head = program_head(op, kc)
     temps = [xp.empty(op.axes.lengths, dtype=dtype) for _ in range(n_slots)]
 
     def unblocked_kernel(out, *vs):

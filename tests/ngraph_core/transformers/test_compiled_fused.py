@@ -13,6 +13,7 @@ from disk_cache import run_twice
 import ngraph_core as ng
 from ngraph_core.ir import OpType
 from ngraph_core.transformers import numba_kernels as compiled
+from ngraph_core.transformers import numba_loader
 
 pytest.importorskip("numba")
 
@@ -236,16 +237,16 @@ def test_programs_with_libm_steps_stay_on_numpy_by_default(monkeypatch):
 
 def test_the_default_compiles_large_programs_only(monkeypatch):
     monkeypatch.delenv("NG_KERNELS", raising=False)
-    assert compiled.kernel_set() == "auto"
+    assert numba_loader.kernel_set() == "auto"
     assert not compiled.wanted(compiled.COMPILED_MIN_ELEMENTS - 1) and not compiled.wanted()
     assert compiled.wanted(compiled.COMPILED_MIN_ELEMENTS)
     monkeypatch.setenv("NG_KERNELS", "numba")
     assert compiled.wanted(1) and compiled.wanted()
     monkeypatch.setenv("NG_KERNELS", "numpy")
-    assert not compiled.wanted(compiled.COMPILED_MIN_ELEMENTS) and compiled.reference_only()
+    assert not compiled.wanted(compiled.COMPILED_MIN_ELEMENTS) and numba_loader.reference_only()
     monkeypatch.setenv("NG_KERNELS", "fast")
     with pytest.raises(ValueError, match="NG_KERNELS='fast'.*auto, numba, numpy"):
-        compiled.kernel_set()
+        numba_loader.kernel_set()
 
 
 SCRIPT = textwrap.dedent("""

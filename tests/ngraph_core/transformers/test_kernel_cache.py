@@ -18,7 +18,7 @@ import pytest
 
 from ngraph_core.transformers import kernel_cache
 from ngraph_core.transformers.kernel_cache import KernelCacheWarning, cache_dir, kernel_dir, unsafe_reason
-from ngraph_core.transformers.numba_kernels import HAVE_NUMBA, _load
+from ngraph_core.transformers.numba_loader import HAVE_NUMBA, load_kernel
 
 needs_numba = pytest.mark.skipif(not HAVE_NUMBA, reason="numba is not installed")
 OTHER_UID = 65534  # nobody
@@ -45,7 +45,8 @@ def owned_by_another_user(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def unique_kernel() -> tuple[str, float]:
-    """A kernel source no earlier test loaded (``_load`` keeps dispatchers in-process by source), and its x=2 value."""
+    """A kernel source no earlier test loaded (``load_kernel`` keeps dispatchers in-process by source), and
+    its x=2 value."""
     offset = float(uuid.uuid4().int % 1000)
     return f"from numba import njit\n\n\n@njit(cache=True)\ndef k(x):\n    return x * 3.0 + {offset!r}\n", 6.0 + offset
 
@@ -83,7 +84,7 @@ def test_kernels_from_the_fallback_are_correct(tmp_path: Path, monkeypatch: pyte
     monkeypatch.setenv("NG_CACHE_DIR", str(shared))
     source, want = unique_kernel()
     with pytest.warns(KernelCacheWarning):
-        kernel = _load(source)
+        kernel = load_kernel(source)
     assert kernel(2.0) == want
     assert list(shared.iterdir()) == []
     assert any(kernel_dir().glob("k_*.py"))
