@@ -1,4 +1,5 @@
-"""``Op``: the one node type of the IR, the one gate for metadata changes, and graph walks.
+"""``Op``: the one node type of the IR, the one gate for metadata changes, graph walks, and ``format_op``
+(an op as one line of text, ``Op.__repr__``; ``printer.format_graph`` prints a whole graph with it).
 
 Construction is hash-consed: building an op whose structure (op, src, axes, dtype,
 arg, scope) equals a live op returns that same object, so equal structure is
