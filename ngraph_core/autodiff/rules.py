@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from .. import api as ng
+from .. import api
 from ..api.custom import registered_gradient
 from ..errors import NgraphError, UnsupportedOpError
 from ..ir import Op, OpType, is_float, make, substitute
@@ -29,15 +29,15 @@ def _x(op: Op) -> Op:
 
 def _reduce_to(g: Op, like: Op) -> Op:
     """``g`` summed/reordered to ``like``'s axes (the inverse of a broadcast)."""
-    return g if g.axes == like.axes else ng.sum(g, out_axes=like.axes)
+    return g if g.axes == like.axes else api.sum(g, out_axes=like.axes)
 
 
 def _maxmin_grad(ctx: Op, op: Op) -> Grads:
     x = _x(op)
-    mask = ng.equal(x, ng.broadcast(op, x.axes))
+    mask = api.equal(x, api.broadcast(op, x.axes))
     # ties share the gradient equally
-    count = ng.broadcast(ng.sum(mask, out_axes=op.axes), x.axes)
-    return (ng.broadcast(ctx, x.axes) * mask / count,)
+    count = api.broadcast(api.sum(mask, out_axes=op.axes), x.axes)
+    return (api.broadcast(ctx, x.axes) * mask / count,)
 
 
 def _gather_grad(ctx: Op, op: Op) -> Op:
@@ -46,8 +46,8 @@ def _gather_grad(ctx: Op, op: Op) -> Op:
     table, ids = op.src
     name = lookup_name(op.arg)
     if isinstance(op.arg, LookupArg):
-        ids = ng.where(ng.cast(ng.less(ids, 0), "bool"), ids + table.axes.find(name).length, ids)
-    return ng.scatter_add(ctx, ids, table.axes, name)
+        ids = api.where(api.cast(api.less(ids, 0), "bool"), ids + table.axes.find(name).length, ids)
+    return api.scatter_add(ctx, ids, table.axes, name)
 
 
 def _slice_grad(ctx: Op, op: Op) -> Grads:
@@ -66,7 +66,7 @@ def _concat_grad(ctx: Op, op: Op) -> Grads:
     name, start, grads = op.arg, 0, []
     for s in op.src:
         n = s.axes.find(name).length
-        grads.append(ng.slice_along_axis(ctx, op.axes.find(name), slice(start, start + n)))
+        grads.append(api.slice_along_axis(ctx, op.axes.find(name), slice(start, start + n)))
         start += n
     return tuple(grads)
 
@@ -87,23 +87,23 @@ def _scatter_grad(ctx: Op, op: Op) -> Grads:
     gather_arg = replace(op.arg, reduction="none")
     d_updates = make(gather, [ctx, indices], arg=gather_arg)
     if reduction == "add":
-        return ctx, None, ng.cast_axes(d_updates, updates.axes)
-    written = make(op.op, [ng.fill_like(x, 0.0), indices, ng.fill_like(updates, 1.0)], arg=op.arg)
-    return ctx - ctx * written, None, ng.cast_axes(d_updates, updates.axes)
+        return ctx, None, api.cast_axes(d_updates, updates.axes)
+    written = make(op.op, [api.fill_like(x, 0.0), indices, api.fill_like(updates, 1.0)], arg=op.arg)
+    return ctx - ctx * written, None, api.cast_axes(d_updates, updates.axes)
 
 
 def _dot_grad(ctx: Op, op: Op) -> Grads:
     a, b = op.src
-    ga = ng.axes_with_order(ng.dot(ctx, b), a.axes)
-    gb = ng.axes_with_order(ng.dot(a, ctx), b.axes)
+    ga = api.axes_with_order(api.dot(ctx, b), a.axes)
+    gb = api.axes_with_order(api.dot(a, ctx), b.axes)
     return ga, gb
 
 
 def _activation_like(g: Op, like: Op) -> Op:
     """``g``, an activation with ``like``'s roles and lengths, renamed and reordered to ``like``'s axes."""
     g_roles, like_roles = activation_roles(g.axes, "gradient"), activation_roles(like.axes, "gradient")
-    canonical = ng.cast_axes(ng.axes_with_order(g, g_roles.canonical), like_roles.canonical)
-    return ng.axes_with_order(canonical, like.axes)
+    canonical = api.cast_axes(api.axes_with_order(g, g_roles.canonical), like_roles.canonical)
+    return api.axes_with_order(canonical, like.axes)
 
 
 # conv is bilinear in (x, w); its two gradient ops are the adjoints, and they are bilinear too:
@@ -145,20 +145,20 @@ def _pool_bprop_grad(ctx: Op, op: Op) -> Grads:
 def _moments_grad(ctx: Op, op: Op) -> Grads:
     """mean = sum(x)/n, var = sum((x - mean)^2)/n: dx = d_mean/n + d_var * 2 (x - mean)/n."""
     x = _x(op)
-    mean = ng.slice_along_axis(op, MOMENTS_AXIS, 0)
-    d_mean, d_var = (ng.broadcast_to(ng.slice_along_axis(ctx, MOMENTS_AXIS, i), x.axes) for i in (0, 1))
+    mean = api.slice_along_axis(op, MOMENTS_AXIS, 0)
+    d_mean, d_var = (api.broadcast_to(api.slice_along_axis(ctx, MOMENTS_AXIS, i), x.axes) for i in (0, 1))
     n = x.axes.size // mean.axes.size
-    return ((d_mean + d_var * 2.0 * (x - ng.broadcast_to(mean, x.axes))) * (1.0 / n),)
+    return ((d_mean + d_var * 2.0 * (x - api.broadcast_to(mean, x.axes))) * (1.0 / n),)
 
 
 def _centered_sums_grad(ctx: Op, op: Op) -> Grads:
     """s0 = sum(dy), s1 = sum(dy * (x - mean)): d dy = c0 + c1 (x - mean), dx = c1 dy, d mean = -c1 s0."""
     dy, x, mean = op.src
-    c0, c1 = (ng.slice_along_axis(ctx, MOMENTS_AXIS, i) for i in (0, 1))
-    s0 = ng.slice_along_axis(op, MOMENTS_AXIS, 0)
-    b1 = ng.broadcast_to(c1, x.axes)
-    d_dy = ng.broadcast_to(c0, x.axes) + b1 * (x - ng.broadcast_to(mean, x.axes))
-    return ng.broadcast_to(d_dy, dy.axes), b1 * ng.broadcast_to(dy, x.axes), ng.broadcast_to(-(c1 * s0), mean.axes)
+    c0, c1 = (api.slice_along_axis(ctx, MOMENTS_AXIS, i) for i in (0, 1))
+    s0 = api.slice_along_axis(op, MOMENTS_AXIS, 0)
+    b1 = api.broadcast_to(c1, x.axes)
+    d_dy = api.broadcast_to(c0, x.axes) + b1 * (x - api.broadcast_to(mean, x.axes))
+    return api.broadcast_to(d_dy, dy.axes), b1 * api.broadcast_to(dy, x.axes), api.broadcast_to(-(c1 * s0), mean.axes)
 
 
 def _ctc_grad(ctx: Op, op: Op) -> Grads:
@@ -200,7 +200,7 @@ def _call_grad(ctx: Op, op: Op) -> list[Op | None]:
     float_inputs = [s for s in op.src if is_float(s.dtype)]
     if not float_inputs:
         return [None] * len(op.src)
-    vjp = backprop(ng.sum(value * ng.stop_gradient(ctx)), float_inputs, None, RULES)
+    vjp = backprop(api.sum(value * api.stop_gradient(ctx)), float_inputs, None, RULES)
     grads = dict(zip(float_inputs, vjp, strict=True))
     return [grads.get(s) for s in op.src]
 
@@ -208,7 +208,7 @@ def _call_grad(ctx: Op, op: Op) -> list[Op | None]:
 RULES: dict[OpType, Rule] = {
     # element-wise unary
     OpType.NEG: lambda ctx, op: (-ctx,),
-    OpType.ABS: lambda ctx, op: (ctx * ng.sign(_x(op)),),
+    OpType.ABS: lambda ctx, op: (ctx * api.sign(_x(op)),),
     OpType.EXP: lambda ctx, op: (ctx * op,),
     OpType.LOG: lambda ctx, op: (ctx / _x(op),),
     OpType.LOG1P: lambda ctx, op: (ctx / (_x(op) + 1.0),),
@@ -219,62 +219,62 @@ RULES: dict[OpType, Rule] = {
     OpType.TANH: lambda ctx, op: (ctx * (1.0 - op * op),),
     OpType.SIGMOID: lambda ctx, op: (ctx * op * (1.0 - op),),
     # relu(x) > 0 exactly where x > 0: testing the output lets x die early (and fuse)
-    OpType.RELU: lambda ctx, op: (ctx * ng.greater(op, 0.0),),
-    OpType.SIN: lambda ctx, op: (ctx * ng.cos(_x(op)),),
-    OpType.COS: lambda ctx, op: (-ctx * ng.sin(_x(op)),),
-    OpType.CAST: lambda ctx, op: (ng.cast(ctx, _x(op).dtype),),
-    OpType.ERF: lambda ctx, op: (ctx * (2.0 / math.sqrt(math.pi)) * ng.exp(-ng.square(_x(op))),),
+    OpType.RELU: lambda ctx, op: (ctx * api.greater(op, 0.0),),
+    OpType.SIN: lambda ctx, op: (ctx * api.cos(_x(op)),),
+    OpType.COS: lambda ctx, op: (-ctx * api.sin(_x(op)),),
+    OpType.CAST: lambda ctx, op: (api.cast(ctx, _x(op).dtype),),
+    OpType.ERF: lambda ctx, op: (ctx * (2.0 / math.sqrt(math.pi)) * api.exp(-api.square(_x(op))),),
     OpType.TAN: lambda ctx, op: (ctx * (1.0 + op * op),),
-    OpType.ASIN: lambda ctx, op: (ctx * ng.rsqrt(1.0 - ng.square(_x(op))),),
-    OpType.ACOS: lambda ctx, op: (-ctx * ng.rsqrt(1.0 - ng.square(_x(op))),),
-    OpType.ATAN: lambda ctx, op: (ctx / (1.0 + ng.square(_x(op))),),
-    OpType.SINH: lambda ctx, op: (ctx * ng.cosh(_x(op)),),
-    OpType.COSH: lambda ctx, op: (ctx * ng.sinh(_x(op)),),
-    OpType.ASINH: lambda ctx, op: (ctx * ng.rsqrt(ng.square(_x(op)) + 1.0),),
-    OpType.ACOSH: lambda ctx, op: (ctx * ng.rsqrt(ng.square(_x(op)) - 1.0),),
-    OpType.ATANH: lambda ctx, op: (ctx / (1.0 - ng.square(_x(op))),),
+    OpType.ASIN: lambda ctx, op: (ctx * api.rsqrt(1.0 - api.square(_x(op))),),
+    OpType.ACOS: lambda ctx, op: (-ctx * api.rsqrt(1.0 - api.square(_x(op))),),
+    OpType.ATAN: lambda ctx, op: (ctx / (1.0 + api.square(_x(op))),),
+    OpType.SINH: lambda ctx, op: (ctx * api.cosh(_x(op)),),
+    OpType.COSH: lambda ctx, op: (ctx * api.sinh(_x(op)),),
+    OpType.ASINH: lambda ctx, op: (ctx * api.rsqrt(api.square(_x(op)) + 1.0),),
+    OpType.ACOSH: lambda ctx, op: (ctx * api.rsqrt(api.square(_x(op)) - 1.0),),
+    OpType.ATANH: lambda ctx, op: (ctx / (1.0 - api.square(_x(op))),),
     # element-wise binary
     OpType.ADD: lambda ctx, op: (ctx, ctx),
     OpType.SUB: lambda ctx, op: (ctx, -ctx),
     OpType.MUL: lambda ctx, op: (ctx * op.src[1], ctx * op.src[0]),
     OpType.DIV: lambda ctx, op: (ctx / op.src[1], -ctx * op / op.src[1]),
     OpType.POW: lambda ctx, op: (
-        ctx * op.src[1] * ng.power(op.src[0], op.src[1] - 1.0),
-        ctx * op * ng.log(op.src[0]),
+        ctx * op.src[1] * api.power(op.src[0], op.src[1] - 1.0),
+        ctx * op * api.log(op.src[0]),
     ),
-    OpType.MAXIMUM: lambda ctx, op: (ctx * ng.greater_equal(*op.src), ctx * ng.less(*op.src)),
-    OpType.MINIMUM: lambda ctx, op: (ctx * ng.less_equal(*op.src), ctx * ng.greater(*op.src)),
+    OpType.MAXIMUM: lambda ctx, op: (ctx * api.greater_equal(*op.src), ctx * api.less(*op.src)),
+    OpType.MINIMUM: lambda ctx, op: (ctx * api.less_equal(*op.src), ctx * api.greater(*op.src)),
     # a = q b + mod(a, b) with q = floor(a/b) (mod) or trunc(a/b) (fmod), piecewise constant: d/db = -q,
     # and q = (a - mod(a, b)) / b reads the op's own value instead of rounding a/b again
     OpType.MOD: lambda ctx, op: (ctx, -ctx * (op.src[0] - op) / op.src[1]),
     OpType.FMOD: lambda ctx, op: (ctx, -ctx * (op.src[0] - op) / op.src[1]),
     OpType.WHERE: lambda ctx, op: (
         None,
-        ng.where(op.src[0], ctx, 0.0),
-        ng.where(op.src[0], 0.0, ctx),
+        api.where(op.src[0], ctx, 0.0),
+        api.where(op.src[0], 0.0, ctx),
     ),
     # reductions
-    OpType.SUM: lambda ctx, op: (ng.broadcast(ctx, _x(op).axes),),
+    OpType.SUM: lambda ctx, op: (api.broadcast(ctx, _x(op).axes),),
     OpType.MAX: _maxmin_grad,
     OpType.MIN: _maxmin_grad,
-    OpType.PROD: lambda ctx, op: (ng.broadcast(ctx * op, _x(op).axes) / _x(op),),
+    OpType.PROD: lambda ctx, op: (api.broadcast(ctx * op, _x(op).axes) / _x(op),),
     # movement
     OpType.BROADCAST: lambda ctx, op: (_reduce_to(ctx, _x(op)),),
-    OpType.CAST_AXES: lambda ctx, op: (ng.cast_axes(ctx, _x(op).axes),),
+    OpType.CAST_AXES: lambda ctx, op: (api.cast_axes(ctx, _x(op).axes),),
     OpType.RESHAPE: lambda ctx, op: (make(OpType.RESHAPE, [ctx], axes=_x(op).axes),),
     OpType.SLICE: _slice_grad,
     OpType.PAD: _pad_grad,
     OpType.CONCAT: _concat_grad,
     # gather and scatter_add are each other's adjoints (linear in the table/updates); ids get none
     OpType.GATHER: lambda ctx, op: (_gather_grad(ctx, op), None),
-    OpType.SCATTER_ADD: lambda ctx, op: (ng.gather(ctx, op.src[1], op.arg), None),
+    OpType.SCATTER_ADD: lambda ctx, op: (api.gather(ctx, op.src[1], op.arg), None),
     # positional indexing: a cumsum's adjoint runs the other way; a gather's is a scatter-add into zeros
     OpType.CUMSUM: lambda ctx, op: (make(OpType.CUMSUM, [ctx], arg=replace(op.arg, reverse=not op.arg.reverse)),),
     OpType.CUMPROD: lambda ctx, op: (  # d y_i / d x_j = y_i / x_j for i after j: needs nonzero x
         make(OpType.CUMSUM, [ctx * op], arg=replace(op.arg, reverse=not op.arg.reverse)) / _x(op),),
-    OpType.GATHER_ELEMENTS: lambda ctx, op: (make(OpType.SCATTER_ELEMENTS, [ng.fill_like(_x(op), 0.0), op.src[1], ctx],
+    OpType.GATHER_ELEMENTS: lambda ctx, op: (make(OpType.SCATTER_ELEMENTS, [api.fill_like(_x(op), 0.0), op.src[1], ctx],
                                                   arg=replace(op.arg, reduction="add")), None),
-    OpType.GATHER_ND: lambda ctx, op: (make(OpType.SCATTER_ND, [ng.fill_like(_x(op), 0.0), op.src[1], ctx],
+    OpType.GATHER_ND: lambda ctx, op: (make(OpType.SCATTER_ND, [api.fill_like(_x(op), 0.0), op.src[1], ctx],
                                             arg=replace(op.arg, reduction="add")), None),
     OpType.SCATTER_ELEMENTS: _scatter_grad,
     OpType.SCATTER_ND: _scatter_grad,

@@ -51,7 +51,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from .. import api as ng
+from .. import api
 from ..api.scan import build_scan
 from ..errors import UnsupportedOpError
 from ..ir import Axes, Axis, Graph, Op, OpType, is_float, make, promote, substitute, toposort
@@ -97,7 +97,7 @@ def _pieces(ctx: Op, scan: Op) -> list[Op | None]:
             opaque.append(g)
     for g in opaque:  # any other form: slice each span out of it
         for i, (start, size, axes) in enumerate(layout):
-            flat = ng.slice_along_axis(g, g.axes[0], slice(start, start + size))
+            flat = api.slice_along_axis(g, g.axes[0], slice(start, start + size))
             parts[i].append(make(OpType.RESHAPE, [flat], axes=axes))
     out: list[Op | None] = []
     for items in parts:
@@ -110,20 +110,20 @@ def _pieces(ctx: Op, scan: Op) -> list[Op | None]:
 
 def _valid_steps(axis: Axis, lengths: Op) -> Op:
     """``[axis, N]``: 1 where step t of example n is within its length, else 0 (float)."""
-    steps = ng.constant(np.arange(axis.length, dtype=lengths.dtype), [axis], dtype=lengths.dtype)
+    steps = api.constant(np.arange(axis.length, dtype=lengths.dtype), [axis], dtype=lengths.dtype)
     grid = Axes([axis, lengths.axes[0]])
-    return ng.cast(ng.less(ng.broadcast(steps, grid), ng.broadcast(lengths, grid)), "float32")
+    return api.cast(api.less(api.broadcast(steps, grid), api.broadcast(lengths, grid)), "float32")
 
 
 def _masked(g: Op, mask_t: list[Op]) -> Op:
     """``g`` with the masked examples' entries zeroed (``g`` itself without lengths, or without the batch axis)."""
     if not mask_t or not mask_t[0].axes.is_subset_of(g.axes):
         return g
-    return ng.where(mask_t[0], g, 0.0)
+    return api.where(mask_t[0], g, 0.0)
 
 
 def _like(g: Op, dtype: str) -> Op:
-    return g if g.dtype == dtype else ng.cast(g, dtype)
+    return g if g.dtype == dtype else api.cast(g, dtype)
 
 
 def _same(a: Op, b: Op) -> bool:
@@ -163,8 +163,8 @@ def _hoist_dots(roots: list[Op], outer: dict[Op, Op], stacked_of: dict[Op, Op]) 
              and ((op.src[0] in outer and op.src[1] in stacked_of) or (op.src[1] in outer and op.src[0] in stacked_of))]
     if not found:
         return roots, [], []
-    params = [ng.placeholder(op.axes, op.dtype, name=f"hoisted_dot{k}") for k, op in enumerate(found)]
-    values = [ng.dot(*(outer[s] if s in outer else stacked_of[s] for s in op.src)) for op in found]
+    params = [api.placeholder(op.axes, op.dtype, name=f"hoisted_dot{k}") for k, op in enumerate(found)]
+    values = [api.dot(*(outer[s] if s in outer else stacked_of[s] for s in op.src)) for op in found]
     return substitute(roots, dict(zip(found, params, strict=True))), params, values
 
 
@@ -196,8 +196,8 @@ def _pad_concat(g: Op) -> Op | None:
         at += t.src[0].axes[k].length
     if at != g.axes[k].length:
         return None
-    parts = [ng.cast_axes(t.src[0], [a.with_length(b.length) for a, b in zip(g.axes, t.src[0].axes)]) for t in pads]
-    joined = ng.concat_along_axis(parts, g.axes[k])
+    parts = [api.cast_axes(t.src[0], [a.with_length(b.length) for a, b in zip(g.axes, t.src[0].axes)]) for t in pads]
+    joined = api.concat_along_axis(parts, g.axes[k])
     return joined if joined.axes == g.axes else None
 
 
@@ -237,15 +237,15 @@ def scan_grad(ctx: Op, op: Op, rules: Mapping[OpType, Rule]) -> Grads:
     if not (outs or any(g_final[j] is not None for j in f_state)) or not (f_seq or f_state or f_extra):
         return none
 
-    dy = [ng.placeholder(ys[i].axes, ys[i].dtype, name=f"d_y{i}") for i in outs]
-    dh = [ng.placeholder(p_h[j].axes, p_h[j].dtype, name=f"d_state{j}") for j in f_state]
+    dy = [api.placeholder(ys[i].axes, ys[i].dtype, name=f"d_y{i}") for i in outs]
+    dh = [api.placeholder(p_h[j].axes, p_h[j].dtype, name=f"d_state{j}") for j in f_state]
     mask_t, valid = [], None
     if lengths is not None:  # a masked step of an example contributes nothing: zero its upstream gradients
         valid = _valid_steps(arg.axis, lengths)
-        mask_t = [ng.placeholder(valid.axes - [arg.axis], valid.dtype, name="valid_t")]
+        mask_t = [api.placeholder(valid.axes - [arg.axis], valid.dtype, name="valid_t")]
     up_y = [_masked(d, mask_t) for d in dy]
     up_h = [_masked(d, mask_t) for d in dh]
-    terms = [ng.sum(ys[i] * d) for i, d in zip(outs, up_y)] + [ng.sum(h_next[j] * d) for j, d in zip(f_state, up_h)]
+    terms = [api.sum(ys[i] * d) for i, d in zip(outs, up_y)] + [api.sum(h_next[j] * d) for j, d in zip(f_state, up_h)]
     cost = terms[0]
     for term in terms[1:]:
         cost = cost + term
@@ -259,7 +259,7 @@ def scan_grad(ctx: Op, op: Op, rules: Mapping[OpType, Rule]) -> Grads:
     # past an example's end its inputs may be garbage (padding): zero them, so the masked
     # step's Jacobian stays finite and its zero upstream gradient contributes exactly zero
     seen = [s if valid is None or lengths.axes[0] not in s.axes else
-            ng.where(valid, s, ng.constant(0, (), dtype=s.dtype)) for s in seqs]
+            api.where(valid, s, api.constant(0, (), dtype=s.dtype)) for s in seqs]
 
     # an extra's gradient summed by one dot over the stacked steps (module docstring), else in the loop
     stacked_of = {**{p_x[k]: seen[k] for k in f_seq}, **{p_h[j]: saved[j] for j in f_state}}
@@ -279,11 +279,11 @@ def scan_grad(ctx: Op, op: Op, rules: Mapping[OpType, Rule]) -> Grads:
                 step_outs.append(a)
             hoisted[pos].append((index, stacked_of[p], p_first))
     # a running sum no narrower than its terms or its extra; cast to the extra's dtype after the loop
-    acc = [ng.placeholder(p_w[f_extra[pos]].axes, promote(p_w[f_extra[pos]].dtype, g_w[pos].dtype),
+    acc = [api.placeholder(p_w[f_extra[pos]].axes, promote(p_w[f_extra[pos]].dtype, g_w[pos].dtype),
                           name=f"sum_d_extra{f_extra[pos]}") for pos in summed]
     roots = [*step_outs, *g_h, *(a + g_w[pos] for a, pos in zip(acc, summed))]
     # the activations the forward kept per step are read, not recomputed (nor the matmul before them)
-    kept_params = [ng.placeholder(k.axes, k.dtype, name=f"kept{i}") for i, k in enumerate(arg.kept())]
+    kept_params = [api.placeholder(k.axes, k.dtype, name=f"kept{i}") for i, k in enumerate(arg.kept())]
     if kept_params:
         roots = substitute(roots, dict(zip(arg.kept(), kept_params, strict=True)))
     kept_values = [_like(make(OpType.SCAN_RESULT, [op], arg.kept_index(i)), k.dtype)
@@ -294,13 +294,13 @@ def scan_grad(ctx: Op, op: Op, rules: Mapping[OpType, Rule]) -> Grads:
 
     bw_seqs = [*seen, *saved, *(_like(g_out[i], ys[i].dtype) for i in outs), *([valid] if mask_t else []),
                *pre_values, *kept_values]
-    bw_init = [_like(g_final[j], p_h[j].dtype) if g_final[j] is not None else ng.fill_like(p_h[j], 0.0)
-               for j in f_state] + [ng.fill_like(a, 0.0) for a in acc]
+    bw_init = [_like(g_final[j], p_h[j].dtype) if g_final[j] is not None else api.fill_like(p_h[j], 0.0)
+               for j in f_state] + [api.fill_like(a, 0.0) for a in acc]
     finals, stacked, _ = build_scan(bw_body, bw_seqs, bw_init, list(extras), arg.axis, len(step_outs),
                                     not arg.reverse, lengths, save_states=False)
     out = list(none)
     for k, g in zip(f_seq, stacked):
-        out[k] = ng.axes_with_order(_like(g, seqs[k].dtype), seqs[k].axes)
+        out[k] = api.axes_with_order(_like(g, seqs[k].dtype), seqs[k].axes)
     for j, g in zip(f_state, finals[:len(f_state)]):
         out[n_seq + j] = g
     for pos, g in zip(summed, finals[len(f_state):]):
@@ -308,8 +308,8 @@ def scan_grad(ctx: Op, op: Op, rules: Mapping[OpType, Rule]) -> Grads:
     for pos, terms in hoisted.items():
         total = None
         for index, p, p_first in terms:
-            term = ng.dot(p, stacked[index]) if p_first else ng.dot(stacked[index], p)
+            term = api.dot(p, stacked[index]) if p_first else api.dot(stacked[index], p)
             total = term if total is None else total + term
         e = f_extra[pos]
-        out[n_seq + n_state + e] = ng.axes_with_order(_like(total, p_w[e].dtype), p_w[e].axes)
+        out[n_seq + n_state + e] = api.axes_with_order(_like(total, p_w[e].dtype), p_w[e].axes)
     return tuple(out)

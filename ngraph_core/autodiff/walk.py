@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
-from .. import api as ng
+from .. import api
 from ..errors import AxesError, UnsupportedOpError
 from ..ir import Op, OpGroup, OpType, format_axes, is_float, scope_override, toposort
 
@@ -60,7 +60,7 @@ def backprop(cost: Op, wrt: Sequence[Op], error: Op | None, rules: Mapping[OpTyp
                 f"gradients: the cost must be a scalar, received axes {format_axes(cost.axes)}; "
                 "hint: reduce it with ng.sum / ng.mean, or pass error= with the cost's axes"
             )
-        error = ng.constant(1.0, (), dtype=cost.dtype)
+        error = api.constant(1.0, (), dtype=cost.dtype)
     elif error.axes != cost.axes:
         raise AxesError(f"gradients: error has axes {format_axes(error.axes)}, the cost {format_axes(cost.axes)}")
     order = toposort([cost])
@@ -89,4 +89,4 @@ def backprop(cost: Op, wrt: Sequence[Op], error: Op | None, rules: Mapping[OpTyp
                 continue
             assert g.axes == src.axes, f"rule {op.op} gave axes {g.axes} for source {src.axes}"
             pending.setdefault(src, []).append(g)
-    return [done.get(w) if w in done else ng.fill_like(w, 0.0) for w in wrt]
+    return [done.get(w) if w in done else api.fill_like(w, 0.0) for w in wrt]

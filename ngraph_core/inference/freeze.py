@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import api as ng
+from .. import api
 from ..errors import NgraphError
 from ..ir import Op, OpType, rebuild, scope_override, substitute, toposort
 from ..serialize import deserialize
@@ -180,7 +180,7 @@ def freeze(outputs: list[Op], values: Mapping[Op, np.ndarray], backend: str) -> 
     slots = {}
     for i, (op, value) in enumerate(zip(boundary, computed, strict=True)):
         name = op.meta.name if op.op is T.VARIABLE and op.meta.name else f"w{i}"
-        slot = ng.variable(op.axes, 0.0, dtype=op.dtype, name=name, trainable=False, labels=("weight_slot",))
+        slot = api.variable(op.axes, 0.0, dtype=op.dtype, name=name, trainable=False, labels=("weight_slot",))
         slots[op] = (slot, np.asarray(value, dtype=op.dtype))
     new_outputs = substitute_all(outputs, {op: slot for op, (slot, _) in slots.items()})
     return new_outputs, {slot: value for slot, value in slots.values()}

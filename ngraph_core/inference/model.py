@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import api as ng
+from .. import api
 from ..ir import Axes, Op
 from ..passes import MemoryReport
 from ..transformers import make_transformer
@@ -143,7 +143,7 @@ class CompiledModel:
         self.backend = backend
         self.activation_scales: dict[Op, float] = dict(activation_scales or {})
         self.accuracy_drop = accuracy_drop
-        self._constants = {slot: ng.constant(w.dequantize(), slot.axes, dtype=slot.dtype, name=slot.meta.name)
+        self._constants = {slot: api.constant(w.dequantize(), slot.axes, dtype=slot.dtype, name=slot.meta.name)
                            for slot, w in self.weights.items()}
         self.graph_outputs: tuple[Op, ...] = tuple(self.executable(self.template_outputs))
         self.inputs = [_spec(p) for p in self.graph_inputs]

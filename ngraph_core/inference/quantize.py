@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import api as ng
+from .. import api
 from ..errors import NgraphError
 from ..ir import Op
 
@@ -131,6 +131,6 @@ def quantize_dequantize(x: Op, scale: float) -> Op:
     if not scale > 0:
         raise QuantizationError(f"quantize_dequantize: expected a positive scale, received {scale}; hint: a "
                                 "tensor that was always zero in calibration needs no quantization")
-    q = ng.minimum(ng.maximum(x * (1.0 / scale), -float(INT8_MAX)), float(INT8_MAX))
-    rounded = ng.cast(ng.cast(q + ng.sign(q) * 0.5, "int32"), x.dtype)
+    q = api.minimum(api.maximum(x * (1.0 / scale), -float(INT8_MAX)), float(INT8_MAX))
+    rounded = api.cast(api.cast(q + api.sign(q) * 0.5, "int32"), x.dtype)
     return rounded * float(scale)

@@ -41,7 +41,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from .. import api as ng
+from .. import api
 from ..ir import Axes, Op, OpType, consumers, make, rebuild, toposort
 from ..ir.conv import activation_roles
 from ..pattern import Pat, PatternMatcher
@@ -144,7 +144,7 @@ def _fold(ctx: FoldContext, h: Op, mean: Op, inv: Op, gamma: Op, beta: Op, *sing
         return None
     src = [ctx.rewritten.get(s, s) for s in head.src]  # its inputs as rewritten (earlier layers folded too)
     scale = make(T.MUL, [inv, gamma])
-    renamed = scale if own == channels else ng.cast_axes(scale, own)
+    renamed = scale if own == channels else api.cast_axes(scale, own)
     src[j] = make(T.MUL, [src[j], make(T.BROADCAST, [renamed], axes=src[j].axes)])
     folded = head.replace(src=tuple(src))
     for view in views:

@@ -21,7 +21,7 @@ op whose value is nothing, now computing nothing.
 
 from __future__ import annotations
 
-from .. import api as ng
+from .. import api
 from ..ir import Op, OpType, rebuild, scope_override, toposort
 from .linearize import linearize
 
@@ -77,7 +77,7 @@ def _drop_all(order: list[Op], roots: list[Op], effect: dict[Op, bool], keep: se
         if len(cur.src) == 1 and cur.src[0].op is OpType.CONSTANT:  # doall([0.0]) is as small as it gets
             return cur
         with scope_override(op.meta.scope):
-            return cur.replace(src=(ng.constant(0.0),))
+            return cur.replace(src=(api.constant(0.0),))
 
     new = rebuild(order, drop)
     return [new[r] for r in roots], new

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .. import api as ng
+from .. import api
 from ..ir import Op, OpType, make
 from ..ir.dtypes import FLOAT_DTYPES
 from ..pattern import Pat, PatternMatcher, graph_rewrite, pat, type_preserving
@@ -39,7 +39,7 @@ RULES = [
     (pat(T.SIGMOID, fx), lambda x: 1 / (1 + make(T.EXP, [make(T.NEG, [x])]))),  # sigmoid(x) -> 1/(1+exp(-x))
     (pat(T.TANH, fx), lambda x: 1 - 2 / (make(T.EXP, [2 * x]) + 1)),  # tanh(x) -> 1 - 2/(exp(2x)+1)
     (pat(T.LOG1P, fx), lambda x: make(T.LOG, [1 + x])),  # log1p(x) -> log(1+x)
-    (pat(T.RELU, x), lambda x: make(T.MAXIMUM, [x, ng.fill_like(x, 0)])),  # relu(x) -> maximum(x, 0)
+    (pat(T.RELU, x), lambda x: make(T.MAXIMUM, [x, api.fill_like(x, 0)])),  # relu(x) -> maximum(x, 0)
     (pat(T.ABS, sx), lambda x: make(T.MAXIMUM, [x, make(T.NEG, [x])])),  # abs(x) -> maximum(x, -x)
     (pat(T.NEG, sx), _neg),  # -x -> x*-1
     (pat(T.SUB, Pat.var("a"), Pat.var("b", dtype=SIGNED_DTYPES)), lambda a, b: a + _neg(b)),  # a-b -> a + b*-1

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import api as ng
+from .. import api
 from ..errors import NgraphError
 from ..ir import Op, OpGroup, OpType, make
 from ..pattern import Pat, PatternMatcher, graph_rewrite
@@ -139,14 +139,14 @@ def fold_op(op: Op, evaluator: KernelEvaluator) -> Op | None:
     if op.op in OpGroup.ELEMENTWISE and all(s is not None for s in scalars):
         # element-wise over scalars: evaluate once on the scalars, broadcast the result
         value = _evaluate(make(op.op, scalars, arg=op.arg, dtype=op.dtype), evaluator)
-        return ng.broadcast_to(ng.constant(value, (), dtype=op.dtype), op.axes)
+        return api.broadcast_to(api.constant(value, (), dtype=op.dtype), op.axes)
     value = _evaluate(op, evaluator)
     flat = value.ravel()
     if flat.size and (flat == flat[0]).all():
-        return ng.broadcast_to(ng.constant(flat[0], (), dtype=op.dtype), op.axes)
+        return api.broadcast_to(api.constant(flat[0], (), dtype=op.dtype), op.axes)
     if not np.array_equal(value.astype(op.dtype), value, equal_nan=True):
         return None  # float64 work a float32 array would round: a float64 run must not see that
-    return ng.constant(value, op.axes, dtype=op.dtype)
+    return api.constant(value, op.axes, dtype=op.dtype)
 
 
 def fold_rules(evaluator: KernelEvaluator) -> PatternMatcher:

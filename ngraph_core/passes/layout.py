@@ -23,7 +23,7 @@ activation and residual add, into the next convolution, which drops it.
 
 from __future__ import annotations
 
-from .. import api as ng
+from .. import api
 from ..ir import Axes, Op, OpGroup, OpType, make
 from ..pattern import Pat, PatternMatcher, graph_rewrite, pat, type_preserving
 
@@ -53,8 +53,8 @@ def _common_order(op: Op) -> Axes | None:
 def _sink_reorder(op: Op) -> Op:
     order = _common_order(op)
     assert order is not None
-    inner = make(op.op, [ng.broadcast_to(s.src[0], order) for s in op.src], arg=op.arg, dtype=op.dtype)
-    return ng.broadcast_to(inner, op.axes)
+    inner = make(op.op, [api.broadcast_to(s.src[0], order) for s in op.src], arg=op.arg, dtype=op.dtype)
+    return api.broadcast_to(inner, op.axes)
 
 
 def _renamed_first(op: Op, x: Op) -> Op:
@@ -62,7 +62,7 @@ def _renamed_first(op: Op, x: Op) -> Op:
     name its reordered position gets, then reordered to ``op``'s axes."""
     moved = op.src[0]
     names = Axes([op.axes[moved.axes.index(a)] for a in x.axes])
-    return ng.broadcast_to(ng.cast_axes(x, names), op.axes)
+    return api.broadcast_to(api.cast_axes(x, names), op.axes)
 
 
 def _roles_kept(op: Op) -> bool:
@@ -78,7 +78,7 @@ def _pooled_first(op: Op, x: Op) -> Op:
     innermost, as a convolution leaves it), then reordered to ``op``'s axes."""
     rest = iter([a for a in op.axes if not a.is_batch])
     axes = Axes([op.axes.batch_axis if a.is_batch else next(rest) for a in x.axes])
-    return ng.broadcast_to(op.replace(src=(x,), axes=axes), op.axes)  # replace: its name and scope stay
+    return api.broadcast_to(op.replace(src=(x,), axes=axes), op.axes)  # replace: its name and scope stay
 
 
 batch_moved = Pat(T.BROADCAST, (x,), where=lambda op: is_reorder(op) and _roles_kept(op))
@@ -91,10 +91,10 @@ RULES = [
     # roles by name and position, and its padded copy no longer transposes
     (pat(T.CONV, batch_moved, b, name="op"), lambda op, x, b: op.replace(src=(x, b))),
     (pat(T.POOL, batch_moved, name="op"), _pooled_first),  # pool(reorder(x)) -> reorder(pool(x))
-    (pat(T.DOT, reorder, b), lambda x, b: ng.dot(x, b)),  # dot(reorder(x), b) -> dot(x, b)
-    (pat(T.DOT, b, reorder), lambda x, b: ng.dot(b, x)),  # dot(b, reorder(x)) -> dot(b, x)
+    (pat(T.DOT, reorder, b), lambda x, b: api.dot(x, b)),  # dot(reorder(x), b) -> dot(x, b)
+    (pat(T.DOT, b, reorder), lambda x, b: api.dot(b, x)),  # dot(b, reorder(x)) -> dot(b, x)
     (pat(OpGroup.REDUCE, reorder, name="op"), lambda op, x: make(op.op, [x], axes=op.axes)),  # r(reorder(x)) -> r(x)
-    (pat(T.BROADCAST, reorder, name="op"), lambda op, x: ng.broadcast_to(x, op.axes)),  # bc(reorder(x)) -> bc(x)
+    (pat(T.BROADCAST, reorder, name="op"), lambda op, x: api.broadcast_to(x, op.axes)),  # bc(reorder(x)) -> bc(x)
     (Pat(OpGroup.ELEMENTWISE, name="op", where=lambda op: _common_order(op) is not None),
      _sink_reorder),  # f(reorder(x), reorder(y)) -> reorder(f(x, y))
 ]

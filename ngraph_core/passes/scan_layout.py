@@ -20,7 +20,7 @@ projection (figures: benchmarks/RESULTS.md, "Behind the code: passes/scan_layout
 
 from __future__ import annotations
 
-from .. import api as ng
+from .. import api
 from ..ir import Axes, Op, OpGroup, OpType, consumers, make, rebuild, toposort
 
 
@@ -48,10 +48,10 @@ def _operand(x: Op, axes: Axes, readers: int) -> Op:
     here (``readers``: how many ops read it) computed in that order (one batched matmul:
     ``kernels/contraction.dot_into``), else a view."""
     if x.op is OpType.BROADCAST and not x.axes.same_set(x.src[0].axes):
-        return ng.broadcast_to(x.src[0], axes)
+        return api.broadcast_to(x.src[0], axes)
     if x.op is OpType.DOT and readers == 1:
         return make(OpType.DOT, x.src, axes=axes, name=x.meta.name)
-    return ng.broadcast_to(x, axes)
+    return api.broadcast_to(x, axes)
 
 
 def step_major_sequences(roots: list[Op]) -> list[Op]:
@@ -69,7 +69,7 @@ def step_major_sequences(roots: list[Op]) -> list[Op]:
             readers = [len(users[o]) + (o in results) for o in op.src]  # a result is read by its caller too
             major = make(cur.op, [_operand(s, axes, n) for s, n in zip(cur.src, readers)], arg=cur.arg,
                          dtype=cur.dtype, name=cur.meta.name)
-            view = ng.broadcast_to(major, cur.axes)
+            view = api.broadcast_to(major, cur.axes)
             computed[view] = major
             return view
         if cur.op is OpType.SCAN:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import api as ng
+from .. import api
 from ..ir import Axes, Op, OpType, make, promote
 from ..ir.dtypes import FLOAT_DTYPES
 from ..pattern import Pat, PatternMatcher, Rule, graph_rewrite, pat, scalar_value, type_preserving
@@ -52,7 +52,7 @@ def _only_broadcast_axes_reduced(op: Op) -> bool:
 
 def _sum_of_copies(op: Op, x: Op) -> Op:
     count = op.src[0].axes.size // op.axes.size
-    copies = ng.broadcast_to(x, op.axes)
+    copies = api.broadcast_to(x, op.axes)
     return copies if count == 1 else copies * count
 
 
@@ -67,7 +67,7 @@ def _times_reciprocal(x: Op, c: Op) -> Op | None:
         rounded = np.asarray(1.0 / value, dtype=dtype)
     if not np.isfinite(rounded) or rounded == 0:
         return None
-    return x * ng.constant(1.0 / value, (), dtype=dtype)
+    return x * api.constant(1.0 / value, (), dtype=dtype)
 
 
 # -- the rules ---------------------------------------------------------------------------------
@@ -83,15 +83,15 @@ RULES: list[Rule] = [
     (x + 0, lambda x: x),  # x+0 -> x
     (x - 0, lambda x: x),  # x-0 -> x
     (x / 1, lambda x: x),  # x/1 -> x
-    (ix * 0, lambda x: ng.fill_like(x, 0)),  # x*0 -> 0  (integers)
-    (Pat(T.SUB, (ix, ix)), lambda x: ng.fill_like(x, 0)),  # x-x -> 0  (integers)
+    (ix * 0, lambda x: api.fill_like(x, 0)),  # x*0 -> 0  (integers)
+    (Pat(T.SUB, (ix, ix)), lambda x: api.fill_like(x, 0)),  # x-x -> 0  (integers)
     (pat(T.NEG, pat(T.NEG, x)), lambda x: x),  # --x -> x
     (-a + b, lambda a, b: b - a),  # -a+b -> b-a  (and a+-b -> a-b)
     (a - (-b), lambda a, b: a + b),  # a--b -> a+b
     (fx / c, _times_reciprocal),  # x/c -> x*(1/c)
     # powers
     (x ** 1, lambda x: x),  # x**1 -> x
-    (x ** 0, lambda x: ng.fill_like(x, 1)),  # x**0 -> 1  (IEEE pow(nan, 0) is 1 too)
+    (x ** 0, lambda x: api.fill_like(x, 1)),  # x**0 -> 1  (IEEE pow(nan, 0) is 1 too)
     (x ** 2, lambda x: make(T.SQUARE, [x])),  # x**2 -> square(x)
     (fx ** 0.5, lambda x: make(T.SQRT, [x])),  # x**0.5 -> sqrt(x)
     (fx ** -1, lambda x: make(T.RECIPROCAL, [x])),  # x**-1 -> reciprocal(x)
@@ -102,8 +102,8 @@ RULES: list[Rule] = [
     # is its forward subgraph, which element-wise fusion may then merge with its consumers
     (Pat(T.CUSTOM_GRADIENT, name="op"), lambda op: op.src[0]),  # custom_gradient(v, *inputs) -> v
     # movement: collapse chains, drop no-ops
-    (pat(T.BROADCAST, pat(T.BROADCAST, x), name="op"), lambda op, x: ng.broadcast_to(x, op.axes)),  # bc(bc(x)) -> bc(x)
-    (pat(T.CAST_AXES, pat(T.CAST_AXES, x), name="op"), lambda op, x: ng.cast_axes(x, op.axes)),  # ca(ca(x)) -> ca(x)
+    (pat(T.BROADCAST, pat(T.BROADCAST, x), name="op"), lambda op, x: api.broadcast_to(x, op.axes)),  # bc(bc(x))->bc(x)
+    (pat(T.CAST_AXES, pat(T.CAST_AXES, x), name="op"), lambda op, x: api.cast_axes(x, op.axes)),  # ca(ca(x)) -> ca(x)
     (pat(T.RESHAPE, pat(T.RESHAPE, x), name="op"), lambda op, x: reshaped(x, op.axes)),  # rs(rs(x)) -> rs(x)
     (pat(T.BROADCAST, x, where=_same_axes), lambda x: x),  # broadcast(x, x.axes) -> x
     (pat(T.CAST_AXES, x, where=_same_axes), lambda x: x),  # cast_axes(x, x.axes) -> x
@@ -113,7 +113,7 @@ RULES: list[Rule] = [
     (pat(T.SUM, pat(T.BROADCAST, Pat.var("x", dtype=FLOAT_DTYPES + INTEGER_DTYPES)), name="op",
          where=_only_broadcast_axes_reduced), _sum_of_copies),  # sum(bc(x)) -> x*count
     (pat({T.MAX, T.MIN}, pat(T.BROADCAST, x), name="op", where=_only_broadcast_axes_reduced),
-     lambda op, x: ng.broadcast_to(x, op.axes)),  # max(bc(x)) -> x
+     lambda op, x: api.broadcast_to(x, op.axes)),  # max(bc(x)) -> x
     # control
     (pat(T.SEQUENTIAL, x), lambda x: x),  # sequential([x]) -> x
 ]

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from ... import api as ng
+from ... import api
 from ...errors import NgraphError
 from ...ir import Axes, Axis, Op, name_scope, toposort
 from ...ir.names import MAX_NAME_LENGTH
@@ -248,7 +248,7 @@ def convert_nodes(ctx: ImportContext, nodes: Sequence[Any]) -> None:
             for n in node.inputs:  # a trainable initializer lives in the scope of the first node reading it
                 if n in ctx.pending:
                     array = ctx.pending.pop(n)
-                    ctx.values[n] = ng.variable(ctx.fresh(array.shape), initial_value=array, dtype=array.dtype.name,
+                    ctx.values[n] = api.variable(ctx.fresh(array.shape), initial_value=array, dtype=array.dtype.name,
                                                 name=safe_name(n, "initializer"))
             inputs = [ctx.values[n] for n in node.inputs]
             try:
@@ -305,7 +305,7 @@ def import_graph(ctx: ImportContext, graph: Any, initializers: str = "variables"
             continue
         shape = None if input_shapes is None else input_shapes.get(value_info.name)
         axes = _input_axes(ctx, value_info, dims, shape)
-        p = ng.placeholder(axes, dtype=dtype, name=safe_name(value_info.name, "input"))
+        p = api.placeholder(axes, dtype=dtype, name=safe_name(value_info.name, "input"))
         ctx.values[value_info.name] = p
         ctx.input_names[p] = value_info.name
         ctx.check_tensor(axes.lengths, dtype, f"input {value_info.name!r}")
@@ -372,7 +372,7 @@ def build_model(model: Any, dims: Mapping[str, int] | None = None,
         for value_info in model.graph.output:
             if value_info.name in ctx.pending:  # an initializer returned as it is
                 array = ctx.pending.pop(value_info.name)
-                ctx.values[value_info.name] = ng.variable(ctx.fresh(array.shape), initial_value=array,
+                ctx.values[value_info.name] = api.variable(ctx.fresh(array.shape), initial_value=array,
                                                           dtype=array.dtype.name,
                                                           name=safe_name(value_info.name, "initializer"))
             value = ctx.values.get(value_info.name)

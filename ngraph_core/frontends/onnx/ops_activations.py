@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from ... import api as ng
+from ... import api
 from ...ir import is_float
 from .errors import OnnxError
 from .registry import converter
@@ -30,21 +30,21 @@ def _x(ctx, inputs):
 def relu(ctx, node, inputs):
     """``max(x, 0)`` (integer inputs since opset 14)."""
     x = _x(ctx, inputs)
-    return ng.relu(x) if is_float(x.dtype) else ng.maximum(x, 0)
+    return api.relu(x) if is_float(x.dtype) else api.maximum(x, 0)
 
 
 @converter("LeakyRelu", since=6)
 def leaky_relu(ctx, node, inputs):
     """``x`` where ``x >= 0``, else ``alpha * x`` (alpha 0.01)."""
     x = _x(ctx, inputs)
-    return ng.where(x >= 0, x, x * float(node.attr("alpha", 0.01)))
+    return api.where(x >= 0, x, x * float(node.attr("alpha", 0.01)))
 
 
 @converter("PRelu", since=7)
 def prelu(ctx, node, inputs):
     """``x`` where ``x >= 0``, else ``slope * x``; ``slope`` broadcasts to ``x``."""
     x, slope = ctx.broadcast(*inputs)
-    return ng.where(x >= 0, x, slope * x)
+    return api.where(x >= 0, x, slope * x)
 
 
 @converter("Elu", since=6)
@@ -52,7 +52,7 @@ def elu(ctx, node, inputs):
     """``x`` where ``x > 0``, else ``alpha * (exp(x) - 1)`` (alpha 1)."""
     x = _x(ctx, inputs)
     alpha = float(node.attr("alpha", 1.0))
-    return ng.where(x > 0, x, (ng.exp(ng.minimum(x, 0.0)) - 1.0) * alpha)
+    return api.where(x > 0, x, (api.exp(api.minimum(x, 0.0)) - 1.0) * alpha)
 
 
 @converter("Selu", since=6)
@@ -61,7 +61,7 @@ def selu(ctx, node, inputs):
     x = _x(ctx, inputs)
     alpha = float(node.attr("alpha", 1.67326319217681884765625))
     gamma = float(node.attr("gamma", 1.05070102214813232421875))
-    return ng.where(x > 0, x, (ng.exp(ng.minimum(x, 0.0)) - 1.0) * alpha) * gamma
+    return api.where(x > 0, x, (api.exp(api.minimum(x, 0.0)) - 1.0) * alpha) * gamma
 
 
 @converter("Celu", since=12)
@@ -75,18 +75,18 @@ def celu(ctx, node, inputs):
     alpha = float(node.attr("alpha", 1.0))
     if alpha == 0:
         raise OnnxError(f"Celu node {node.name!r}: alpha must be nonzero, received 0; hint: the default is 1.0")
-    return ng.relu(x) + ng.minimum((ng.exp(ng.minimum(x, 0.0) / alpha) - 1.0) * alpha, 0.0)
+    return api.relu(x) + api.minimum((api.exp(api.minimum(x, 0.0) / alpha) - 1.0) * alpha, 0.0)
 
 
 @converter("ThresholdedRelu", since=10)
 def thresholded_relu(ctx, node, inputs):
     """``x`` where ``x > alpha``, else 0 (alpha 1)."""
     x = _x(ctx, inputs)
-    return ng.where(x > float(node.attr("alpha", 1.0)), x, 0.0)
+    return api.where(x > float(node.attr("alpha", 1.0)), x, 0.0)
 
 
 def _hard_sigmoid(x, alpha: float, beta: float):
-    return ng.minimum(ng.maximum(x * alpha + beta, 0.0), 1.0)
+    return api.minimum(api.maximum(x * alpha + beta, 0.0), 1.0)
 
 
 @converter("HardSigmoid", since=6)
@@ -105,14 +105,14 @@ def hard_swish(ctx, node, inputs):
 @converter("Softplus", since=1)
 def softplus(ctx, node, inputs):
     """``log(exp(x) + 1)``, computed stably."""
-    return ng.softplus(_x(ctx, inputs))
+    return api.softplus(_x(ctx, inputs))
 
 
 @converter("Softsign", since=1)
 def softsign(ctx, node, inputs):
     """``x / (1 + |x|)``."""
     x = _x(ctx, inputs)
-    return x / (ng.absolute(x) + 1.0)
+    return x / (api.absolute(x) + 1.0)
 
 
 @converter("Gelu", since=20)
@@ -125,10 +125,10 @@ def gelu(ctx, node, inputs):
     x = _x(ctx, inputs)
     approximate = node.attr("approximate", "none")
     if approximate == "none":
-        return x * (ng.erf(x * (1.0 / math.sqrt(2.0))) + 1.0) * 0.5
+        return x * (api.erf(x * (1.0 / math.sqrt(2.0))) + 1.0) * 0.5
     if approximate == "tanh":
         inner = (x + x * x * x * 0.044715) * math.sqrt(2.0 / math.pi)
-        return x * (ng.tanh(inner) + 1.0) * 0.5
+        return x * (api.tanh(inner) + 1.0) * 0.5
     raise OnnxError(f"Gelu node {node.name!r}: expected approximate 'none' or 'tanh', received {approximate!r}")
 
 
@@ -136,7 +136,7 @@ def gelu(ctx, node, inputs):
 def mish(ctx, node, inputs):
     """``x * tanh(softplus(x))``."""
     x = _x(ctx, inputs)
-    return x * ng.tanh(ng.softplus(x))
+    return x * api.tanh(api.softplus(x))
 
 
 @converter("Swish", since=24)
@@ -144,7 +144,7 @@ def swish(ctx, node, inputs):
     """``x * sigmoid(alpha * x)`` (alpha 1)."""
     x = _x(ctx, inputs)
     alpha = float(node.attr("alpha", 1.0))
-    return x * ng.sigmoid(x * alpha if alpha != 1.0 else x)
+    return x * api.sigmoid(x * alpha if alpha != 1.0 else x)
 
 
 @converter("Shrink", since=9)
@@ -152,7 +152,7 @@ def shrink(ctx, node, inputs):
     """``x + bias`` below ``-lambd``, ``x - bias`` above ``lambd``, else 0 (bias 0, lambd 0.5)."""
     x = _x(ctx, inputs)
     bias, lambd = float(node.attr("bias", 0.0)), float(node.attr("lambd", 0.5))
-    return ng.where(x < -lambd, x + bias, ng.where(x > lambd, x - bias, 0.0))
+    return api.where(x < -lambd, x + bias, api.where(x > lambd, x - bias, 0.0))
 
 
 def _bound(ctx, x, value):
@@ -160,15 +160,15 @@ def _bound(ctx, x, value):
     if value is None:
         return None
     if isinstance(value, np.ndarray):
-        return ng.constant(value.reshape(()).astype(x.dtype), (), dtype=x.dtype)
+        return api.constant(value.reshape(()).astype(x.dtype), (), dtype=x.dtype)
     return ctx.as_op(value, dtype=x.dtype)
 
 
 def _clip(ctx, x, low, high):
     if low is not None:
-        x = ng.maximum(*ctx.broadcast(x, low))
+        x = api.maximum(*ctx.broadcast(x, low))
     if high is not None:
-        x = ng.minimum(*ctx.broadcast(x, high))
+        x = api.minimum(*ctx.broadcast(x, high))
     return x
 
 

@@ -34,7 +34,7 @@ import math
 
 import numpy as np
 
-from ... import api as ng
+from ... import api
 from ...ir import Axes, Op
 from .errors import OnnxError
 from .ops_control import run_graph
@@ -72,24 +72,24 @@ def attention_bias(ctx, node, mask, causal: bool, s: int, t: int, past: int, seq
         m = ctx.as_op(mask)
         short = t - m.axes.lengths[-1]
         if m.dtype == "bool":
-            m = ng.where(*ctx.broadcast(m, np.asarray(0, dtype), np.asarray(-np.inf, dtype)))
+            m = api.where(*ctx.broadcast(m, np.asarray(0, dtype), np.asarray(-np.inf, dtype)))
         m = ctx.as_op(m, dtype)
         if short > 0:  # keys past the mask are masked out
             inside = np.ones(m.axes.lengths[-1] + short, dtype=bool)
             inside[-short:] = False
-            padded = ng.pad(m, [0] * (len(m.axes) - 1) + [(0, short)])
-            m = ng.where(*ctx.broadcast(inside, padded, np.asarray(-np.inf, dtype)))
+            padded = api.pad(m, [0] * (len(m.axes) - 1) + [(0, short)])
+            m = api.where(*ctx.broadcast(inside, padded, np.asarray(-np.inf, dtype)))
         bias = m
     if causal:
         tri = np.zeros((s, t), dtype=dtype)
         tri[:, past:] = np.where(np.triu(np.ones((s, t - past), dtype=bool), k=1), -np.inf, 0).astype(dtype)
-        bias = ctx.as_op(tri) if bias is None else ng.add(*ctx.broadcast(bias, tri))
+        bias = ctx.as_op(tri) if bias is None else api.add(*ctx.broadcast(bias, tri))
     if seqlen is not None:
         lengths = ctx.reshape(ctx.as_op(seqlen), [batch, 1])
-        keep = ng.cast(ng.less(*ctx.broadcast(np.arange(t, dtype=lengths.dtype).reshape(1, t), lengths)), "bool")
-        pad = ctx.reshape(ng.where(*ctx.broadcast(keep, np.asarray(0, dtype), np.asarray(-np.inf, dtype))),
+        keep = api.cast(api.less(*ctx.broadcast(np.arange(t, dtype=lengths.dtype).reshape(1, t), lengths)), "bool")
+        pad = ctx.reshape(api.where(*ctx.broadcast(keep, np.asarray(0, dtype), np.asarray(-np.inf, dtype))),
                           [batch, 1, 1, t])
-        bias = pad if bias is None else ng.add(*ctx.broadcast(bias, pad))
+        bias = pad if bias is None else api.add(*ctx.broadcast(bias, pad))
     return bias
 
 
@@ -123,25 +123,25 @@ def attention(ctx, node, inputs):
                         f"{k.axes.lengths[1]} key/value heads")
     k, v = repeat_heads(ctx, k, heads // k.axes.lengths[1]), repeat_heads(ctx, v, heads // v.axes.lengths[1])
     scale = float(node.attr("scale", 0.0)) or 1.0 / math.sqrt(head_size)
-    root = ng.constant(math.sqrt(scale), dtype=compute)
+    root = api.constant(math.sqrt(scale), dtype=compute)
     scores = ctx.matmul(q * root, ctx.transpose(k * root, [0, 1, 3, 2]))
     mode = int(node.attr("qk_matmul_output_mode", 0))
     qk_out = scores
     softcap = float(node.attr("softcap", 0.0))
     if softcap > 0:
-        cap = ng.constant(softcap, dtype=compute)
-        scores = ng.tanh(scores / cap) * cap
+        cap = api.constant(softcap, dtype=compute)
+        scores = api.tanh(scores / cap) * cap
     if mode == 1:
         qk_out = scores
     bias = attention_bias(ctx, node, mask, bool(node.attr("is_causal", 0)), s, t, past, seqlen, batch, compute)
     if bias is not None:
-        scores = ng.add(*ctx.broadcast(scores, bias))
+        scores = api.add(*ctx.broadcast(scores, bias))
     if mode == 2:
         qk_out = scores
     precision = _PRECISION.get(int(node.attr("softmax_precision", 0)), compute)
-    logits = ng.cast(scores, precision) if precision != compute else scores
-    probs = ng.axes_with_order(ng.softmax(logits, normalization_axes=[logits.axes[3]]), logits.axes)
-    probs = ng.cast(probs, compute) if precision != compute else probs
+    logits = api.cast(scores, precision) if precision != compute else scores
+    probs = api.axes_with_order(api.softmax(logits, normalization_axes=[logits.axes[3]]), logits.axes)
+    probs = api.cast(probs, compute) if precision != compute else probs
     if mode == 3:
         qk_out = probs
     y = ctx.matmul(probs, v)
@@ -174,8 +174,8 @@ def rotary_embedding(ctx, node, inputs):
     rot = int(node.attr("rotary_embedding_dim", 0)) or d
     if inputs[3] is not None:  # rows of the caches by position: [B, S, r/2]
         ids = ctx.as_op(inputs[3])
-        cos, sin = (ctx.reshape(ng.axes_with_order(g, Axes([*g.axes[1:], g.axes[0]])), [b, s, rot // 2])
-                    for g in (ng.gather(t, ids, t.axes[0]) for t in (cos, sin)))
+        cos, sin = (ctx.reshape(api.axes_with_order(g, Axes([*g.axes[1:], g.axes[0]])), [b, s, rot // 2])
+                    for g in (api.gather(t, ids, t.axes[0]) for t in (cos, sin)))
     if shape_of(cos)[-1] != rot // 2:
         raise OnnxError(f"RotaryEmbedding node {node.name!r}: cos_cache's last dim {shape_of(cos)[-1]} is not "
                         f"rotary_embedding_dim / 2 = {rot // 2}")
@@ -183,7 +183,7 @@ def rotary_embedding(ctx, node, inputs):
     every = [slice(None)] * 3
     interleaved = bool(node.attr("interleaved", 0))
     halves = [slice(0, rot, 2), slice(1, rot, 2)] if interleaved else [slice(0, rot // 2), slice(rot // 2, rot)]
-    x1, x2 = (ctx.rename(ng.tensor_slice(seq, every + [h])) for h in halves)
+    x1, x2 = (ctx.rename(api.tensor_slice(seq, every + [h])) for h in halves)
     x1, x2, cos, sin = ctx.broadcast(x1, x2, cos, sin)
     real, imag = cos * x1 - sin * x2, sin * x1 + cos * x2
     if interleaved:  # real, imag, real, imag ...
@@ -192,7 +192,7 @@ def rotary_embedding(ctx, node, inputs):
     else:
         rotated = concat_dim(ctx, [real, imag], 3)
     if rot < d:
-        rotated = concat_dim(ctx, [rotated, ctx.rename(ng.tensor_slice(seq, every + [slice(rot, d)]))], 3)
+        rotated = concat_dim(ctx, [rotated, ctx.rename(api.tensor_slice(seq, every + [slice(rot, d)]))], 3)
     if len(x.axes) == 3:
         return ctx.reshape(rotated, x.axes.lengths)
     return ctx.transpose(rotated, [0, 2, 1, 3])
@@ -249,7 +249,7 @@ def linear_attention(ctx, node, inputs):
     state_axes = Axes([B, H, DK, DV])
     past = inputs[3]
     state = ctx.rename(ctx.as_op(past, "float32"), state_axes) if past is not None else \
-        ng.constant(np.zeros(state_axes.lengths, "float32"), axes=state_axes)
+        api.constant(np.zeros(state_axes.lengths, "float32"), axes=state_axes)
     scale = float(node.attr("scale", 0.0)) or 1.0 / math.sqrt(dk)
     read_axes = Axes([B, H, G, DK, DV])
 
@@ -257,19 +257,19 @@ def linear_attention(ctx, node, inputs):
         q_t, k_t, v_t, *rest = args[:-1]
         s = args[-1]
         if gated:
-            s = s * ng.exp(rest.pop(0))
+            s = s * api.exp(rest.pop(0))
         if delta:
-            retrieved = ng.sum(s * ng.broadcast(k_t, s.axes), reduction_axes=[DK])
+            retrieved = api.sum(s * api.broadcast(k_t, s.axes), reduction_axes=[DK])
             v_t = (v_t - retrieved) * rest.pop(0)
-        s = s + ng.broadcast(k_t, s.axes) * ng.broadcast(v_t, s.axes)
-        out = ng.sum(ng.broadcast(q_t, read_axes) * ng.broadcast(s, read_axes), reduction_axes=[DK])
-        return [out * ng.constant(scale, dtype="float32")], [s]
+        s = s + api.broadcast(k_t, s.axes) * api.broadcast(v_t, s.axes)
+        out = api.sum(api.broadcast(q_t, read_axes) * api.broadcast(s, read_axes), reduction_axes=[DK])
+        return [out * api.constant(scale, dtype="float32")], [s]
 
-    (final,), (outs,) = ng.scan(step, sequences, [state], T, name=f"{node.name}_scan")
-    y = ng.axes_with_order(outs, Axes([B, T, H, G, DV]))
-    y = ng.cast(ctx.reshape(y, [b, t, q_heads * dv]), out_dtype)
+    (final,), (outs,) = api.scan(step, sequences, [state], T, name=f"{node.name}_scan")
+    y = api.axes_with_order(outs, Axes([B, T, H, G, DV]))
+    y = api.cast(ctx.reshape(y, [b, t, q_heads * dv]), out_dtype)
     state_dtype = ctx.as_op(past).dtype if past is not None else out_dtype
-    return [y, ng.cast(ctx.rename(final), state_dtype)]
+    return [y, api.cast(ctx.rename(final), state_dtype)]
 
 
 @converter("FlexAttention", since=1, domain="ai.onnx.preview")
@@ -287,12 +287,12 @@ def flex_attention(ctx, node, inputs):
                                "float64" if q.dtype == "float64" else "float32")
     k, v = repeat_heads(ctx, k, heads // kv_heads), repeat_heads(ctx, v, heads // kv_heads)
     scale = float(node.attr("scale", 0.0)) or 1.0 / math.sqrt(q.axes.lengths[3])
-    root = ng.constant(math.sqrt(scale), dtype=q.dtype)
-    scores = ng.cast(ctx.matmul(q * root, ctx.transpose(k * root, [0, 1, 3, 2])), precision)
+    root = api.constant(math.sqrt(scale), dtype=q.dtype)
+    scores = api.cast(ctx.matmul(q * root, ctx.transpose(k * root, [0, 1, 3, 2])), precision)
     who = f"FlexAttention node {node.name!r}"
     if node.attr("score_mod", None) is not None:
         scores = ctx.as_op(run_graph(ctx, node.attrs["score_mod"], [scores], f"{who} score_mod")[0], precision)
-    probs = ng.axes_with_order(ng.softmax(scores, normalization_axes=[scores.axes[3]]), scores.axes)
+    probs = api.axes_with_order(api.softmax(scores, normalization_axes=[scores.axes[3]]), scores.axes)
     if node.attr("prob_mod", None) is not None:
         probs = ctx.as_op(run_graph(ctx, node.attrs["prob_mod"], [probs], f"{who} prob_mod")[0], precision)
-    return ng.cast(ctx.matmul(probs, ctx.as_op(v, precision)), v.dtype)
+    return api.cast(ctx.matmul(probs, ctx.as_op(v, precision)), v.dtype)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ... import api as ng
+from ... import api
 from .errors import OnnxError
 from .ops_shape import optional
 from .registry import converter
@@ -43,7 +43,7 @@ def cumulative(ctx, node, inputs):
     x = ctx.as_op(inputs[0])
     axis = normalize_axis(static_int(ctx, node, inputs[1], f"{node.op_type}'s axis"), len(x.axes),
                           f"{node.op_type} node {node.name!r}")
-    fn = ng.cumsum if node.op_type == "CumSum" else ng.cumprod
+    fn = api.cumsum if node.op_type == "CumSum" else api.cumprod
     return fn(x, axis, exclusive=bool(node.attr("exclusive", 0)), reverse=bool(node.attr("reverse", 0)))
 
 
@@ -59,7 +59,7 @@ def topk(ctx, node, inputs):
     if not 0 <= k <= x.axes[axis].length:
         raise OnnxError(f"TopK node {node.name!r}: k = {k} is out of range for dim {axis} of length "
                         f"{x.axes[axis].length}; hint: expected 0 <= k <= the dim's length")
-    values, indices = ng.topk(x, axis, k, largest=bool(node.attr("largest", 1)), sorted=bool(node.attr("sorted", 1)))
+    values, indices = api.topk(x, axis, k, largest=bool(node.attr("largest", 1)), sorted=bool(node.attr("sorted", 1)))
     return [ctx.rename(values), ctx.rename(indices)]
 
 
@@ -78,8 +78,8 @@ def reverse_sequence(ctx, node, inputs):
     lens = ctx.reshape(ctx.as_op(inputs[1], dtype="int64"), lens_shape)
     steps = np.arange(dims[time], dtype="int64").reshape(steps_shape)
     lens, steps, _ = ctx.broadcast(lens, steps, np.zeros(dims, dtype="int64"))  # both to x's full shape
-    positions = ng.where(ng.cast(ng.less(steps, lens), "bool"), lens - 1 - steps, steps)
-    return ng.gather_elements(x, positions, time)
+    positions = api.where(api.cast(api.less(steps, lens), "bool"), lens - 1 - steps, steps)
+    return api.gather_elements(x, positions, time)
 
 
 @converter("OneHot", since=9)
@@ -96,15 +96,15 @@ def one_hot(ctx, node, inputs):
     ctx.check_tensor((*dims, depth), dtype_of(values))  # the output, before the positions are made
     ctx.check_constant((depth,), "int64")
     ids = ctx.as_op(indices, dtype="int64")
-    ids = ng.where(ng.cast(ng.less(ids, 0), "bool"), ids + depth, ids)
+    ids = api.where(api.cast(api.less(ids, 0), "bool"), ids + depth, ids)
     ids = ctx.reshape(ids, dims[:axis] + (1,) + dims[axis:])
     positions = np.arange(depth, dtype="int64").reshape([depth if i == axis else 1 for i in range(len(dims) + 1)])
     ids, positions = ctx.broadcast(ids, positions)
-    hot = ng.cast(ng.equal(ids, positions), "bool")
+    hot = api.cast(api.equal(ids, positions), "bool")
     values = ctx.as_op(values)
-    off, on = (ctx.reshape(ng.tensor_slice(values, [i]), ()) for i in (0, 1))
+    off, on = (ctx.reshape(api.tensor_slice(values, [i]), ()) for i in (0, 1))
     hot, on, off = ctx.broadcast(hot, on, off)
-    return ng.where(hot, on, off)
+    return api.where(hot, on, off)
 
 
 @converter("Trilu", since=14)
@@ -121,4 +121,4 @@ def trilu(ctx, node, inputs):
     if mask.all():
         return x
     mask, x, zero = ctx.broadcast(mask, x, np.zeros((), dtype=x.dtype))
-    return ng.where(mask, x, zero)
+    return api.where(mask, x, zero)

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from ... import api as ng
+from ... import api
 from ...errors import NgraphError
 from ...ir import Axes, Op
 from .context import ImportContext, NeedStatic, tensor_to_array
@@ -86,7 +86,7 @@ def run_graph(ctx: ImportContext, graph: Any, bindings: Sequence[Value], who: st
                         "hint: check the node's inputs against its body graph")
     for name in sorted(_names_read(graph) & set(ctx.pending)):  # outer trainable initializers the body reads
         array = ctx.pending.pop(name)
-        ctx.values[name] = ng.variable(ctx.fresh(array.shape), initial_value=array, dtype=array.dtype.name,
+        ctx.values[name] = api.variable(ctx.fresh(array.shape), initial_value=array, dtype=array.dtype.name,
                                        name=safe_name(name, "initializer"))
     child = ImportContext(ctx.opsets, evaluate=ctx.fold_enabled, budget=ctx.budget)
     child.prefix, child._ids = ctx.prefix, ctx._ids  # one axis-name counter: body axes never collide with outer ones
@@ -111,7 +111,7 @@ def conform(ctx: ImportContext, value: Value, like: Op, who: str) -> Op:
     op = ctx.as_op(value, like.dtype)
     if shape_of(op) != shape_of(like):
         raise _Unroll(f"{who}: a loop-carried value changes shape from {shape_of(like)} to {shape_of(op)}")
-    return op if op.axes == like.axes else ng.cast_axes(op, like.axes)
+    return op if op.axes == like.axes else api.cast_axes(op, like.axes)
 
 
 def _scalar(ctx: ImportContext, value: Value, dtype: str = "bool") -> Op:
@@ -120,14 +120,14 @@ def _scalar(ctx: ImportContext, value: Value, dtype: str = "bool") -> Op:
 
 
 def _reverse(op: Op, axis: Any) -> Op:
-    return ng.slice_along_axis(op, axis, slice(None, None, -1))
+    return api.slice_along_axis(op, axis, slice(None, None, -1))
 
 
 def _stacked(ctx: ImportContext, op: Op, time: Any, position: int, reverse: bool) -> Op:
     """A scan output ``op`` (``time`` where ng.scan put it) with ``time`` at ONNX dim ``position``."""
     rest = [a for a in op.axes if a != time]
     order = rest[:position] + [time] + rest[position:]
-    op = ng.axes_with_order(op, Axes(order))
+    op = api.axes_with_order(op, Axes(order))
     return ctx.rename(_reverse(op, time) if reverse else op)
 
 
@@ -156,7 +156,7 @@ def scan_body(ctx: ImportContext, node: Any, states: Sequence[Value], sequences:
         if op.axes[dim].length != time.length:
             raise OnnxError(f"{who}: scan input {j} has {op.axes[dim].length} steps along dim {dim}, expected "
                             f"{time.length} like scan input 0; hint: every scan input has the same length")
-        op = ng.cast_axes(op, Axes([time if i == dim else a for i, a in enumerate(op.axes)]))
+        op = api.cast_axes(op, Axes([time if i == dim else a for i, a in enumerate(op.axes)]))
         ops.append(_reverse(op, time) if in_dirs[j] else op)
 
     def step(*params: Op) -> tuple[list[Op], list[Op]]:
@@ -168,7 +168,7 @@ def scan_body(ctx: ImportContext, node: Any, states: Sequence[Value], sequences:
             raise node.unsupported(str(exc)) from None
         return [ctx.as_op(v) for v in outs[n_state:]], new_states
 
-    finals, stacked = ng.scan(step, ops, [ctx.as_op(v) for v in states], time, name=node.name)
+    finals, stacked = api.scan(step, ops, [ctx.as_op(v) for v in states], time, name=node.name)
     outputs = [ctx.rename(f) if f.axes else f for f in finals]
     for j, op in enumerate(stacked):
         position = normalize_axis(out_axes[j], len(op.axes), who)
@@ -207,16 +207,16 @@ def scan_batched(ctx, node, inputs):
         length = int(lens[b])
         if not 0 < length <= steps:
             raise node.unsupported(f"example {b} has sequence length {length}; expected 1..{steps}")
-        outs = scan_body(ctx, node, [ng.tensor_slice(s, [b]) for s in states],
-                         [ng.tensor_slice(s, [b, slice(0, length)]) for s in sequences],
+        outs = scan_body(ctx, node, [api.tensor_slice(s, [b]) for s in states],
+                         [api.tensor_slice(s, [b, slice(0, length)]) for s in sequences],
                          [0] * m, dirs, [0] * k, [0] * k)
-        outs[n_state:] = [ng.pad(o, [(0, steps - length)] + [0] * (len(o.axes) - 1)) for o in outs[n_state:]]
+        outs[n_state:] = [api.pad(o, [(0, steps - length)] + [0] * (len(o.axes) - 1)) for o in outs[n_state:]]
         per_example.append(outs)
     results = []
     for j in range(n_state + k):
         first = ctx.as_op(per_example[0][j])
-        items = [first] + [ng.cast_axes(ctx.as_op(e[j]), first.axes) for e in per_example[1:]]
-        results.append(ctx.rename(ng.stack(items, ctx.fresh([batch])[0], pos=0)))
+        items = [first] + [api.cast_axes(ctx.as_op(e[j]), first.axes) for e in per_example[1:]]
+        results.append(ctx.rename(api.stack(items, ctx.fresh([batch])[0], pos=0)))
     return results
 
 
@@ -226,7 +226,7 @@ def _loop_scan(ctx: ImportContext, node: Any, trips: int, cond: Value | None, ca
     body, who = node.attr("body"), f"Loop node {node.name!r}"
     n_carried = len(carried)
     time = ctx.fresh([trips])[0]
-    iterations = ng.constant(np.arange(trips, dtype="int64"), axes=Axes([time]), dtype="int64")
+    iterations = api.constant(np.arange(trips, dtype="int64"), axes=Axes([time]), dtype="int64")
     initial = [ctx.as_op(v) for v in carried]
     if masked:
         initial = [_scalar(ctx, True if cond is None else cond), *initial]
@@ -246,10 +246,10 @@ def _loop_scan(ctx: ImportContext, node: Any, trips: int, cond: Value | None, ca
             if not (isinstance(cond_out, np.ndarray) and np.all(cond_out)):
                 raise _Unroll("the condition changes at run time") if scans else _Masked()
             return scans, news
-        news = [ng.where(running, new, old) for new, old in zip(news, values)]  # frozen once stopped
-        return scans, [ng.logical_and(running, _scalar(ctx, cond_out)), *news]
+        news = [api.where(running, new, old) for new, old in zip(news, values)]  # frozen once stopped
+        return scans, [api.logical_and(running, _scalar(ctx, cond_out)), *news]
 
-    finals, stacked = ng.scan(step, [iterations], initial, time, name=node.name)
+    finals, stacked = api.scan(step, [iterations], initial, time, name=node.name)
     finals = finals[1:] if masked else finals
     return [ctx.rename(f) if f.axes else f for f in finals] + [_stacked(ctx, op, time, 0, False) for op in stacked]
 
@@ -289,7 +289,7 @@ def _loop_unroll(ctx: ImportContext, node: Any, trips: int | None, cond: Value |
             ops = [conform(ctx, v, first, who) for v in items]
         except _Unroll as exc:
             raise node.unsupported(f"scan output {j} changes shape between iterations ({exc})") from None
-        stacked.append(ctx.rename(ng.stack(ops, ctx.fresh([len(ops)])[0], pos=0)))
+        stacked.append(ctx.rename(api.stack(ops, ctx.fresh([len(ops)])[0], pos=0)))
     return values + stacked
 
 
@@ -343,5 +343,5 @@ def if_(ctx, node, inputs):
     flag, outputs = _scalar(ctx, cond), []
     for a, b in zip(then_out, else_out):
         a = ctx.as_op(a)
-        outputs.append(ng.where(flag, a, conform(ctx, b, a, who)))
+        outputs.append(api.where(flag, a, conform(ctx, b, a, who)))
     return outputs

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ... import api as ng
+from ... import api
 from ...ir import Axes, Axis, Op
 from .errors import OnnxError
 from .registry import converter
@@ -42,7 +42,7 @@ def from_activation(ctx, y: Op) -> Op:
     """An ngraph activation (batch axis ``N`` anywhere) as ONNX ``[N, C, *spatial]`` with fresh names."""
     batch = y.axes.batch_axis
     order = Axes([batch, *(a for a in y.axes if a is not batch)])
-    return ctx.rename(ng.axes_with_order(y, order))
+    return ctx.rename(api.axes_with_order(y, order))
 
 
 def concat_dim(ctx, parts: Sequence[Op], dim: int) -> Op:
@@ -52,7 +52,7 @@ def concat_dim(ctx, parts: Sequence[Op], dim: int) -> Op:
     others = ctx.fresh(first.axes.lengths)
     renamed = [ctx.rename(p, Axes([Axis(name, n) if i == dim else others[i] for i, n in enumerate(p.axes.lengths)]))
                for p in parts]
-    return ctx.rename(ng.concat_along_axis(renamed, name))
+    return ctx.rename(api.concat_along_axis(renamed, name))
 
 
 def spatial_attrs(node, rank: int, kernel: Sequence[int]) -> tuple[list[int], list[int]]:
@@ -117,7 +117,7 @@ def _add_bias(ctx, y: Op, bias) -> Op:
     if bias is None:
         return y
     b = ctx.reshape(ctx.as_op(bias, y.dtype), [shape_of(bias)[0]] + [1] * (len(y.axes) - 2))
-    return ng.add(*ctx.broadcast(y, b))
+    return api.add(*ctx.broadcast(y, b))
 
 
 @converter("Conv", since=1)
@@ -135,13 +135,13 @@ def conv_integer(ctx, node, inputs):
     x_zero = inputs[2] if len(inputs) > 2 else None
     w_zero = inputs[3] if len(inputs) > 3 else None
     if x_zero is not None:
-        x = ng.subtract(*ctx.broadcast(x, ctx.as_op(x_zero, "float64")))
+        x = api.subtract(*ctx.broadcast(x, ctx.as_op(x_zero, "float64")))
     if w_zero is not None:
         zero = ctx.as_op(w_zero, "float64")
         if len(zero.axes) == 1 and zero.axes.lengths[0] > 1:  # one zero point per output channel
             zero = ctx.reshape(zero, [zero.axes.lengths[0]] + [1] * (len(w.axes) - 1))
-        w = ng.subtract(*ctx.broadcast(w, zero))
-    return ng.cast(convolve(ctx, node, x, w), "int32")
+        w = api.subtract(*ctx.broadcast(w, zero))
+    return api.cast(convolve(ctx, node, x, w), "int32")
 
 
 def convolve(ctx, node, x: Op, w: Op) -> Op:
@@ -162,8 +162,8 @@ def convolve(ctx, node, x: Op, w: Op) -> Op:
                         f"{w.axes.lengths[1]} per group times group={group}, and the filter's {w.axes.lengths[0]} "
                         "output channels must divide by group")
     filt = ctx.rename(w)
-    filt = ng.axes_with_order(filt, Axes([*filt.axes[1:], filt.axes[0]]))  # [M, Ci, *k] -> [Ci, *k, M]
-    y = ng.convolution(to_activation(ctx, x), filt, strides=strides, padding=pads, dilation=dilations, groups=group)
+    filt = api.axes_with_order(filt, Axes([*filt.axes[1:], filt.axes[0]]))  # [M, Ci, *k] -> [Ci, *k, M]
+    y = api.convolution(to_activation(ctx, x), filt, strides=strides, padding=pads, dilation=dilations, groups=group)
     return from_activation(ctx, y)
 
 
@@ -203,15 +203,15 @@ def conv_transpose(ctx, node, inputs):
     extra = [int(e) for e in node.attr("output_padding", [0] * rank)]
     pads = _transpose_pads(node, x.axes.lengths[2:], kernel, strides, dilations, extra)
     filt = ctx.rename(w)
-    filt = ng.axes_with_order(filt, Axes([*filt.axes[1:], filt.axes[0]]))  # [C, Co, *k] -> [Co, *k, C]
+    filt = api.axes_with_order(filt, Axes([*filt.axes[1:], filt.axes[0]]))  # [C, Co, *k] -> [Co, *k, C]
     if all(b >= 0 and a >= 0 for b, a in pads) and all(0 <= e < s for e, s in zip(extra, strides)):
-        y = ng.deconvolution(to_activation(ctx, x), filt, strides=strides, padding=pads, output_padding=extra,
+        y = api.deconvolution(to_activation(ctx, x), filt, strides=strides, padding=pads, output_padding=extra,
                              dilation=dilations, groups=group)  # what ngraph's op expresses directly
         return _add_bias(ctx, from_activation(ctx, y), inputs[2] if len(inputs) > 2 else None)
     # otherwise deconvolve cropping only the leading pads, then crop / zero-extend the end: exact for
     # any output_padding and negative totals (positions past the full result are zeros)
     lead = [(max(b, 0), 0) for b, _ in pads]
-    y = from_activation(ctx, ng.deconvolution(to_activation(ctx, x), filt, strides=strides, padding=lead,
+    y = from_activation(ctx, api.deconvolution(to_activation(ctx, x), filt, strides=strides, padding=lead,
                                               dilation=dilations, groups=group))
     full = y.axes.lengths[2:]
     targets = [s * (n - 1) + e + (k - 1) * d + 1 - b - a
@@ -221,9 +221,9 @@ def conv_transpose(ctx, node, inputs):
                         "hint: check pads, output_padding and output_shape")
     front = [max(-b, 0) for b, _ in pads]  # a negative leading crop prepends zeros
     keep = [min(t - f, n) for t, f, n in zip(targets, front, full)]
-    y = ng.tensor_slice(y, [slice(None), slice(None)] + [slice(0, k) for k in keep])
+    y = api.tensor_slice(y, [slice(None), slice(None)] + [slice(0, k) for k in keep])
     if any(f or t > f + k for t, f, k in zip(targets, front, keep)):
-        y = ng.pad(y, [0, 0] + [(f, t - f - k) for t, f, k in zip(targets, front, keep)])
+        y = api.pad(y, [0, 0] + [(f, t - f - k) for t, f, k in zip(targets, front, keep)])
     y = ctx.rename(y)
     return _add_bias(ctx, y, inputs[2] if len(inputs) > 2 else None)
 
@@ -248,13 +248,13 @@ def causal_conv_with_state(ctx, node, inputs):
     past = inputs[3] if inputs[3] is not None else np.zeros((b, c, k - 1), dtype=x.dtype)
     padded = concat_dim(ctx, [ctx.as_op(past, x.dtype), x], 2) if k > 1 else x
     filt = ctx.rename(w)
-    filt = ng.axes_with_order(filt, Axes([*filt.axes[1:], filt.axes[0]]))  # [C, 1, k] -> [1, k, C]
-    y = from_activation(ctx, ng.convolution(to_activation(ctx, padded), filt, groups=c))
+    filt = api.axes_with_order(filt, Axes([*filt.axes[1:], filt.axes[0]]))  # [C, 1, k] -> [1, k, C]
+    y = from_activation(ctx, api.convolution(to_activation(ctx, padded), filt, groups=c))
     y = _add_bias(ctx, y, inputs[2])
     if activation != "none":
-        y = y * ng.sigmoid(y)
+        y = y * api.sigmoid(y)
     total = padded.axes.lengths[2]
-    present = ctx.rename(ng.tensor_slice(padded, [slice(None), slice(None), slice(total - (k - 1), total)]))
+    present = ctx.rename(api.tensor_slice(padded, [slice(None), slice(None), slice(total - (k - 1), total)]))
     return [y, present]
 
 
@@ -287,6 +287,6 @@ def col2im(ctx, node, inputs):
     ids = ctx.as_op(flat)
     updates = ctx.rename(updates, Axes([*ctx.fresh([n, rows // taps]), *ids.axes]))
     table = Axes([*updates.axes[:2], *ctx.fresh([int(np.prod(padded))])])
-    y = ctx.reshape(ng.scatter_add(updates, ids, table, table[2]), [n, rows // taps, *padded])
+    y = ctx.reshape(api.scatter_add(updates, ids, table, table[2]), [n, rows // taps, *padded])
     crop = [slice(None), slice(None)] + [slice(b, b + m) for b, m in zip(pads[:rank], image)]
-    return ctx.rename(ng.tensor_slice(y, crop))
+    return ctx.rename(api.tensor_slice(y, crop))

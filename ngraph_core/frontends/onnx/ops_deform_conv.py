@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ... import api as ng
+from ... import api
 from ...ir import Axes, Axis, Op
 from .errors import OnnxError
 from .ops_conv import FLOATS, spatial_attrs
@@ -35,39 +35,39 @@ def sample_columns(ctx, x: Op, offset: Op, mask: Op | None, kernel, strides, dil
     taps = kernel[0] * kernel[1]
     per_group = c // groups
     off = ctx.reshape(offset, [n, groups, taps, 2, oh, ow])
-    dy = ctx.rename(ng.tensor_slice(off, [slice(None)] * 3 + [0]))  # [N, G, K, oH, oW]
-    dx = ctx.rename(ng.tensor_slice(off, [slice(None)] * 3 + [1]))
+    dy = ctx.rename(api.tensor_slice(off, [slice(None)] * 3 + [0]))  # [N, G, K, oH, oW]
+    dx = ctx.rename(api.tensor_slice(off, [slice(None)] * 3 + [1]))
     ki, kj = np.divmod(np.arange(taps), kernel[1])
     base_h = (np.arange(oh)[None, :, None] * strides[0] - pads[0] + ki[:, None, None] * dilations[0])
     base_w = (np.arange(ow)[None, None, :] * strides[1] - pads[1] + kj[:, None, None] * dilations[1])
-    ph = ng.add(*ctx.broadcast(dy, base_h.astype(x.dtype)[None, None]))
-    pw = ng.add(*ctx.broadcast(dx, base_w.astype(x.dtype)[None, None]))
+    ph = api.add(*ctx.broadcast(dy, base_h.astype(x.dtype)[None, None]))
+    pw = api.add(*ctx.broadcast(dx, base_w.astype(x.dtype)[None, None]))
     pw = ctx.rename(pw, ph.axes)
-    h0, w0 = ng.floor(ph), ng.floor(pw)
+    h0, w0 = api.floor(ph), api.floor(pw)
     fh, fw = ph - h0, pw - w0
-    one = ng.constant(1.0, dtype=x.dtype)
+    one = api.constant(1.0, dtype=x.dtype)
     rows = ctx.reshape(ctx.transpose(ctx.reshape(x, [n, groups, per_group, h * w]), [0, 1, 3, 2]),
                        [n * groups * h * w, per_group])
     start = (np.arange(n * groups, dtype="int64") * h * w).reshape(n, groups, 1, 1, 1)
     total = None
     for di, dj in ((0, 0), (0, 1), (1, 0), (1, 1)):
-        hh, ww = h0 + ng.constant(float(di), dtype=x.dtype), w0 + ng.constant(float(dj), dtype=x.dtype)
+        hh, ww = h0 + api.constant(float(di), dtype=x.dtype), w0 + api.constant(float(dj), dtype=x.dtype)
         weight = (fh if di else one - fh) * (fw if dj else one - fw)
-        zero = ng.constant(0.0, dtype=x.dtype)
-        inside = (ng.greater_equal(hh, zero) * ng.less_equal(hh, ng.constant(h - 1.0, dtype=x.dtype)) *
-                  ng.greater_equal(ww, zero) * ng.less_equal(ww, ng.constant(w - 1.0, dtype=x.dtype)))
-        inside = ng.cast(inside, x.dtype)  # ngraph comparisons give 0/1 floats: a product is their "and"
+        zero = api.constant(0.0, dtype=x.dtype)
+        inside = (api.greater_equal(hh, zero) * api.less_equal(hh, api.constant(h - 1.0, dtype=x.dtype)) *
+                  api.greater_equal(ww, zero) * api.less_equal(ww, api.constant(w - 1.0, dtype=x.dtype)))
+        inside = api.cast(inside, x.dtype)  # ngraph comparisons give 0/1 floats: a product is their "and"
         weight = weight * inside
-        flat = ng.cast((hh * ng.constant(float(w), dtype=x.dtype) + ww) * inside, "int64")  # outside: row 0
-        index = ng.add(*ctx.broadcast(flat, start))
-        picked = ng.gather(rows, ctx.rename(index, weight.axes), rows.axes[0])  # [Cg, N, G, K, oH, oW]
+        flat = api.cast((hh * api.constant(float(w), dtype=x.dtype) + ww) * inside, "int64")  # outside: row 0
+        index = api.add(*ctx.broadcast(flat, start))
+        picked = api.gather(rows, ctx.rename(index, weight.axes), rows.axes[0])  # [Cg, N, G, K, oH, oW]
         term = picked * weight
         total = term if total is None else total + term
     if mask is not None:
         total = total * ctx.rename(ctx.reshape(mask, [n, groups, taps, oh, ow]), weight.axes)
     cg = total.axes[0]
     order = Axes([*total.axes[1:3], cg, *total.axes[3:]])  # [N, G, Cg, K, oH, oW]
-    return ctx.reshape(ng.axes_with_order(total, order), [n, c, taps, oh, ow])
+    return ctx.reshape(api.axes_with_order(total, order), [n, c, taps, oh, ow])
 
 
 @converter("DeformConv", since=19)
@@ -95,18 +95,18 @@ def deform_conv(ctx, node, inputs):
     filt = ctx.reshape(w, [group, out_c // group, cin_g * taps])
     parts = []
     for g in range(group):  # one dot per convolution group, contracting (channel, tap)
-        col = ctx.rename(ng.tensor_slice(cols, [slice(None), g]))  # [N, Cg * K, oH, oW]
-        f = ng.tensor_slice(filt, [g])  # [Mg, Cg * K]
+        col = ctx.rename(api.tensor_slice(cols, [slice(None), g]))  # [N, Cg * K, oH, oW]
+        f = api.tensor_slice(filt, [g])  # [Mg, Cg * K]
         f = ctx.rename(f, Axes([*ctx.fresh([f.axes.lengths[0]]), col.axes[1]]))
-        parts.append(ng.axes_with_order(ng.dot(f, col), Axes([col.axes[0], f.axes[0], *col.axes[2:]])))
+        parts.append(api.axes_with_order(api.dot(f, col), Axes([col.axes[0], f.axes[0], *col.axes[2:]])))
     if len(parts) > 1:
         name = ctx.fresh([1])[0].name  # the output channels: one name, each group its own part
         stacked = [ctx.rename(p, Axes([parts[0].axes[0], Axis(name, p.axes[1].length), *parts[0].axes[2:]]))
                    for p in parts]
-        y = ng.concat_along_axis(stacked, name)
+        y = api.concat_along_axis(stacked, name)
     else:
         y = parts[0]
     y = ctx.rename(y)
     if inputs[3] is not None:
-        y = ng.add(*ctx.broadcast(y, ctx.reshape(ctx.as_op(inputs[3], x.dtype), [out_c, 1, 1])))
+        y = api.add(*ctx.broadcast(y, ctx.reshape(ctx.as_op(inputs[3], x.dtype), [out_c, 1, 1])))
     return y

@@ -20,7 +20,7 @@ import string
 
 import numpy as np
 
-from ... import api as ng
+from ... import api
 from ...ir import Axes, Op
 from .errors import OnnxError
 from .registry import converter
@@ -67,8 +67,8 @@ def _diagonal(x: Op, term: str) -> tuple[Op, str]:
         letter = next(c for c in term if term.count(c) > 1)
         i, j = term.index(letter), term.index(letter, term.index(letter) + 1)
         a, b = x.axes[i], x.axes[j]
-        eye = ng.constant(np.eye(a.length, dtype=x.dtype), axes=[a, b])
-        x = ng.sum(x * eye, reduction_axes=[b])
+        eye = api.constant(np.eye(a.length, dtype=x.dtype), axes=[a, b])
+        x = api.sum(x * eye, reduction_axes=[b])
         term = term[:j] + term[j + 1:]
     return x, term
 
@@ -93,23 +93,23 @@ def einsum(ctx, node, inputs):
             kept = [k for k in range(len(term)) if k not in stretch]
             o = ctx.reshape(o, [o.axes[k].length for k in kept])
             term = "".join(term[k] for k in kept)
-        named.append((ng.cast_axes(o, Axes(axis[c] for c in term)), term))
+        named.append((api.cast_axes(o, Axes(axis[c] for c in term)), term))
     y, term = named[0]
     for k, (o, t) in enumerate(named[1:], start=1):
         later = set(out).union(*(s for _, s in named[k + 1:]))
         shared = set(term) & set(t)
         if shared and not shared & later:  # the shared letters end here: one dot contracts them
-            y = ng.dot(y, o)
+            y = api.dot(y, o)
             term = "".join(c for c in term + t if c not in shared)
         else:
             union = Axes([*y.axes, *(a for a in o.axes if a not in y.axes)])
-            y = ng.broadcast(y, union) * ng.broadcast(o, union)
+            y = api.broadcast(y, union) * api.broadcast(o, union)
             term = "".join(dict.fromkeys(term + t))
     drop = [axis[c] for c in term if c not in out]
     if drop:
-        y = ng.sum(y, reduction_axes=drop)
+        y = api.sum(y, reduction_axes=drop)
     missing = [c for c in out if c not in lengths]
     if missing:
         raise OnnxError(f"Einsum node {node.name!r}: output letters {missing} appear in no input")
-    y = ng.axes_with_order(y, Axes(axis[c] for c in out)) if out else y
+    y = api.axes_with_order(y, Axes(axis[c] for c in out)) if out else y
     return ctx.rename(y)

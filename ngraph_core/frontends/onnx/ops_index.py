@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ... import api as ng
+from ... import api
 from .errors import OnnxError, OnnxIndexError
 from .ops_shape import int_list, optional
 from .registry import converter
@@ -56,9 +56,9 @@ def take(ctx, x, ids, axis: int):
                                  f"[{-n}, {n}); hint: is the model damaged?")
         ids = np.where(ids < 0, ids + n, ids).astype("int64")
     ids = ctx.rename(ctx.as_op(ids))
-    out = ng.gather(x, ids, x.axes[axis], out_of_range="raise")
+    out = api.gather(x, ids, x.axes[axis], out_of_range="raise")
     order = list(x.axes[:axis]) + list(ids.axes) + list(x.axes[axis + 1:])
-    return ng.axes_with_order(out, order)
+    return api.axes_with_order(out, order)
 
 
 @converter("Slice", since=1)
@@ -83,7 +83,7 @@ def slice_(ctx, node, inputs):
     index = [slice(None)] * rank
     for start, end, axis, step in zip(starts, ends, axes, steps):
         index[axis] = slice(start, end, step)
-    return ctx.rename(ng.tensor_slice(x, index))
+    return ctx.rename(api.tensor_slice(x, index))
 
 
 @converter("Gather", since=1)
@@ -99,14 +99,14 @@ def gather_elements(ctx, node, inputs):
     """``out[i][j] = data[index[i][j]][j]`` for axis 0 (and so on): indices of data's rank."""
     x, indices = ctx.as_op(inputs[0]), ctx.as_op(inputs[1])
     axis = normalize_axis(node.attr("axis", 0), len(x.axes), f"GatherElements node {node.name!r}")
-    return ctx.rename(ng.gather_elements(x, indices, axis))
+    return ctx.rename(api.gather_elements(x, indices, axis))
 
 
 @converter("GatherND", since=11)
 def gather_nd(ctx, node, inputs):
     """Slices of data at the index tuples in the last dim of indices, after ``batch_dims`` shared dims."""
     x, indices = ctx.as_op(inputs[0]), ctx.rename(ctx.as_op(inputs[1]))
-    return ctx.rename(ng.gather_nd(x, indices, batch_dims=int(node.attr("batch_dims", 0))))
+    return ctx.rename(api.gather_nd(x, indices, batch_dims=int(node.attr("batch_dims", 0))))
 
 
 @converter("Scatter", since=9)
@@ -115,14 +115,14 @@ def scatter_elements(ctx, node, inputs):
     """Data with ``updates`` written at ``indices`` along ``axis`` (``reduction``: none/add/mul/max/min)."""
     x, indices, updates = (ctx.as_op(v) for v in inputs)
     axis = normalize_axis(node.attr("axis", 0), len(x.axes), f"{node.op_type} node {node.name!r}")
-    return ng.scatter_elements(x, indices, updates, axis, reduction=node.attr("reduction", "none"))
+    return api.scatter_elements(x, indices, updates, axis, reduction=node.attr("reduction", "none"))
 
 
 @converter("ScatterND", since=11)
 def scatter_nd(ctx, node, inputs):
     """Data with ``updates`` written at the index tuples of ``indices`` (``reduction``: none/add/mul/max/min)."""
     x, indices, updates = (ctx.as_op(v) for v in inputs)
-    return ng.scatter_nd(x, indices, updates, reduction=node.attr("reduction", "none"))
+    return api.scatter_nd(x, indices, updates, reduction=node.attr("reduction", "none"))
 
 
 @converter("Compress", since=9)
@@ -191,8 +191,8 @@ def tensor_scatter(ctx, node, inputs):
     start, offsets, _ = ctx.broadcast(start, offsets, np.zeros(shape_of(update), "int64"))
     positions = start + offsets
     if mode == "circular":
-        positions = ng.mod(positions, dims[axis])
-    return ng.scatter_elements(cache, positions, ng.cast_axes(update, positions.axes), axis)
+        positions = api.mod(positions, dims[axis])
+    return api.scatter_elements(cache, positions, api.cast_axes(update, positions.axes), axis)
 
 
 @converter("ArrayFeatureExtractor", since=1, domain="ai.onnx.ml")

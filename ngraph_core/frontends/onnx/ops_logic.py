@@ -15,16 +15,16 @@ Example:
 
 from __future__ import annotations
 
-from ... import api as ng
+from ... import api
 from .context import ONNX_DTYPES, ONNX_TYPE_NAMES
 from .errors import OnnxError
 from .registry import converter
 from .tensor import dtype_of
 
-_COMPARISONS = {"Equal": ng.equal, "Less": ng.less, "Greater": ng.greater, "LessOrEqual": ng.less_equal,
-                "GreaterOrEqual": ng.greater_equal}
-_LOGICAL = {"And": ng.logical_and, "Or": ng.logical_or, "Xor": ng.logical_xor}
-_BITWISE = {"BitwiseAnd": ng.bitwise_and, "BitwiseOr": ng.bitwise_or, "BitwiseXor": ng.bitwise_xor}
+_COMPARISONS = {"Equal": api.equal, "Less": api.less, "Greater": api.greater, "LessOrEqual": api.less_equal,
+                "GreaterOrEqual": api.greater_equal}
+_LOGICAL = {"And": api.logical_and, "Or": api.logical_or, "Xor": api.logical_xor}
+_BITWISE = {"BitwiseAnd": api.bitwise_and, "BitwiseOr": api.bitwise_or, "BitwiseXor": api.bitwise_xor}
 
 
 @converter("Equal", "Less", "Greater", since=7)
@@ -33,7 +33,7 @@ def compare(ctx, node, inputs):
     """``a (==|<|>|<=|>=) b`` as bool, with NumPy broadcasting."""
     a, b = ctx.broadcast(*inputs)
     out = _COMPARISONS[node.op_type](a, b)
-    return out if out.dtype == "bool" else ng.cast(out, "bool")
+    return out if out.dtype == "bool" else api.cast(out, "bool")
 
 
 @converter("And", "Or", "Xor", since=7)
@@ -46,7 +46,7 @@ def logical(ctx, node, inputs):
 @converter("Not", since=1)
 def logical_not(ctx, node, inputs):
     """``not x`` on a bool tensor."""
-    return ng.logical_not(ctx.as_op(inputs[0]))
+    return api.logical_not(ctx.as_op(inputs[0]))
 
 
 @converter("BitwiseAnd", "BitwiseOr", "BitwiseXor", since=18)
@@ -59,7 +59,7 @@ def bitwise(ctx, node, inputs):
 @converter("BitwiseNot", since=18)
 def bitwise_not(ctx, node, inputs):
     """``~x`` on an integer tensor."""
-    return ng.bitwise_not(ctx.as_op(inputs[0]))
+    return api.bitwise_not(ctx.as_op(inputs[0]))
 
 
 @converter("BitShift", since=11)
@@ -74,14 +74,14 @@ def bit_shift(ctx, node, inputs):
         raise OnnxError(f"BitShift node {node.name!r}: expected direction 'LEFT' or 'RIGHT', received "
                         f"{node.attr('direction')!r}; hint: fix the model's attribute")
     x, y = ctx.broadcast(*inputs)
-    return ng.bit_shift(x, ng.cast(y, x.dtype), direction=direction)
+    return api.bit_shift(x, api.cast(y, x.dtype), direction=direction)
 
 
 @converter("Where", since=9)
 def where(ctx, node, inputs):
     """``x`` where ``condition`` is true, else ``y``; all three broadcast together."""
     condition, x, y = ctx.broadcast(*inputs)
-    return ng.where(condition, x, y)
+    return api.where(condition, x, y)
 
 
 def _target_dtype(node, onnx_type: int) -> str:
@@ -97,7 +97,7 @@ def _cast(ctx, node, value, dtype: str):
         raise node.unsupported(f"casting from {dtype_of(value)}")
     if not hasattr(value, "axes"):  # a static array stays static (folded shape arithmetic)
         return value.astype(dtype)
-    return ng.cast(value, dtype)
+    return api.cast(value, dtype)
 
 
 @converter("Cast", since=6)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ... import api as ng
+from ... import api
 from ...ir import Op
 from .errors import OnnxError
 from .ops_conv import FLOATS
@@ -58,23 +58,23 @@ def nll(ctx, node, x: Op, target, weight) -> Op:
                         f"{tuple(x.axes.lengths)}, received {tuple(target.axes.lengths)}")
     classes = np.arange(c, dtype=target.dtype).reshape([1, c] + [1] * len(rest))
     t, iota = ctx.broadcast(ctx.reshape(target, [n, 1, *rest]), classes)
-    hot = ng.cast(ng.equal(t, iota), x.dtype)
+    hot = api.cast(api.equal(t, iota), x.dtype)
     w = np.ones(c, dtype=x.dtype) if weight is None else weight
     ignore = node.attr("ignore_index", None)
     if ignore is not None and 0 <= int(ignore) < c:
         keep = np.ones(c, dtype=x.dtype)
         keep[int(ignore)] = 0
-        w = ng.multiply(*ctx.broadcast(ctx.as_op(w, x.dtype), keep))
-    hot_w = ng.multiply(*ctx.broadcast(hot, ctx.reshape(ctx.as_op(w, x.dtype), [1, c] + [1] * len(rest))))
+        w = api.multiply(*ctx.broadcast(ctx.as_op(w, x.dtype), keep))
+    hot_w = api.multiply(*ctx.broadcast(hot, ctx.reshape(ctx.as_op(w, x.dtype), [1, c] + [1] * len(rest))))
     x, hot_w = ctx.broadcast(x, hot_w)
     class_axis = x.axes[1]
-    loss = ng.negative(ng.sum(x * hot_w, reduction_axes=[class_axis]))
+    loss = api.negative(api.sum(x * hot_w, reduction_axes=[class_axis]))
     if reduction == "none":
         return ctx.rename(loss)
-    total = ng.sum(loss)
+    total = api.sum(loss)
     if reduction == "sum":
         return total
-    return total / ng.sum(hot_w)
+    return total / api.sum(hot_w)
 
 
 @converter("NegativeLogLikelihoodLoss", since=12)
@@ -89,6 +89,6 @@ def softmax_cross_entropy_loss(ctx, node, inputs):
     if len(scores.axes) < 2:
         raise OnnxError(f"SoftmaxCrossEntropyLoss node {node.name!r}: expected scores [N, C, ...], received shape "
                         f"{tuple(scores.axes.lengths)}")
-    log_prob = ng.axes_with_order(ng.log_softmax(scores, normalization_axes=[scores.axes[1]]), scores.axes)
+    log_prob = api.axes_with_order(api.log_softmax(scores, normalization_axes=[scores.axes[1]]), scores.axes)
     loss = nll(ctx, node, log_prob, inputs[1], inputs[2] if len(inputs) > 2 else None)
     return [loss, log_prob] if len(node.outputs) > 1 and node.outputs[1] else loss

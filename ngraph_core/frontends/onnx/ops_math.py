@@ -19,22 +19,22 @@ from __future__ import annotations
 
 import functools
 
-from ... import api as ng
+from ... import api
 from ...ir import is_float
 from .registry import converter
 
-_BINARY = {"Add": ng.add, "Sub": ng.subtract, "Mul": ng.multiply}
+_BINARY = {"Add": api.add, "Sub": api.subtract, "Mul": api.multiply}
 
 _UNARY = {
-    "Neg": ng.negative, "Abs": ng.absolute, "Reciprocal": ng.reciprocal, "Sqrt": ng.sqrt, "Exp": ng.exp,
-    "Log": ng.log, "Floor": ng.floor, "Ceil": ng.ceil, "Sigmoid": ng.sigmoid, "Tanh": ng.tanh,
+    "Neg": api.negative, "Abs": api.absolute, "Reciprocal": api.reciprocal, "Sqrt": api.sqrt, "Exp": api.exp,
+    "Log": api.log, "Floor": api.floor, "Ceil": api.ceil, "Sigmoid": api.sigmoid, "Tanh": api.tanh,
 }
-_UNARY_SINCE_7 = {"Sin": ng.sin, "Cos": ng.cos, "Tan": ng.tan, "Asin": ng.asin, "Acos": ng.acos, "Atan": ng.atan}
-_UNARY_SINCE_9 = {"Sign": ng.sign, "Erf": ng.erf, "Sinh": ng.sinh, "Cosh": ng.cosh, "Asinh": ng.asinh,
-                  "Acosh": ng.acosh, "Atanh": ng.atanh}
-_UNARY_ALL = {**_UNARY, **_UNARY_SINCE_7, **_UNARY_SINCE_9, "Round": ng.round}
+_UNARY_SINCE_7 = {"Sin": api.sin, "Cos": api.cos, "Tan": api.tan, "Asin": api.asin, "Acos": api.acos, "Atan": api.atan}
+_UNARY_SINCE_9 = {"Sign": api.sign, "Erf": api.erf, "Sinh": api.sinh, "Cosh": api.cosh, "Asinh": api.asinh,
+                  "Acosh": api.acosh, "Atanh": api.atanh}
+_UNARY_ALL = {**_UNARY, **_UNARY_SINCE_7, **_UNARY_SINCE_9, "Round": api.round}
 
-_VARIADIC = {"Max": ng.maximum, "Min": ng.minimum, "Sum": ng.add, "Mean": ng.add}
+_VARIADIC = {"Max": api.maximum, "Min": api.minimum, "Sum": api.add, "Mean": api.add}
 
 
 @converter("Add", "Sub", "Mul", since=7)
@@ -49,9 +49,9 @@ def div(ctx, node, inputs):
     """``a / b``; integers truncate toward zero (``-7 / 2 = -3``) as ONNX specifies."""
     a, b = ctx.broadcast(*inputs)
     if is_float(a.dtype) or a.dtype.startswith("uint") or a.dtype == "bool":
-        return ng.divide(a, b)  # unsigned: flooring is truncating
+        return api.divide(a, b)  # unsigned: flooring is truncating
     # ngraph's integer divide floors; a - fmod(a, b) is an exact multiple of b, so it divides exactly
-    return ng.divide(a - ng.mod(a, b, fmod=True), b)
+    return api.divide(a - api.mod(a, b, fmod=True), b)
 
 
 @converter("Pow", since=7)
@@ -59,16 +59,16 @@ def power(ctx, node, inputs):
     """``x ** y`` in the base's dtype (ONNX allows the exponent a different numeric type)."""
     x, y = ctx.broadcast(*inputs)
     if is_float(x.dtype) or not is_float(y.dtype):
-        return ng.power(x, ng.cast(y, x.dtype))
+        return api.power(x, api.cast(y, x.dtype))
     # an integer base with a float exponent: compute in float64, truncate back to the base's type
-    return ng.cast(ng.power(ng.cast(x, "float64"), ng.cast(y, "float64")), x.dtype)
+    return api.cast(api.power(api.cast(x, "float64"), api.cast(y, "float64")), x.dtype)
 
 
 @converter("Mod", since=10)
 def mod(ctx, node, inputs):
     """The remainder of ``a / b``: ``fmod=0`` takes the divisor's sign, ``fmod=1`` the dividend's."""
     a, b = ctx.broadcast(*inputs)
-    return ng.mod(a, b, fmod=bool(node.attr("fmod", 0)))
+    return api.mod(a, b, fmod=bool(node.attr("fmod", 0)))
 
 
 @converter(*_UNARY, since=6)
@@ -83,13 +83,13 @@ def unary(ctx, node, inputs):
 @converter("IsNaN", since=9)
 def isnan(ctx, node, inputs):
     """True where the input is NaN (bool)."""
-    return ng.isnan(ctx.as_op(inputs[0]))
+    return api.isnan(ctx.as_op(inputs[0]))
 
 
 @converter("IsInf", since=10)
 def isinf(ctx, node, inputs):
     """True where the input is an infinity counted by ``detect_positive`` / ``detect_negative``."""
-    return ng.isinf(ctx.as_op(inputs[0]), detect_positive=bool(node.attr("detect_positive", 1)),
+    return api.isinf(ctx.as_op(inputs[0]), detect_positive=bool(node.attr("detect_positive", 1)),
                     detect_negative=bool(node.attr("detect_negative", 1)))
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ... import api as ng
+from ... import api
 from ...ir import Op
 from .errors import OnnxError
 from .registry import converter
@@ -39,10 +39,10 @@ def matmul_integer(ctx, node, inputs):
         zero = ctx.as_op(a_zero, "float64")
         if len(zero.axes) == 1 and zero.axes.lengths[0] > 1:  # one zero point per row of A
             zero = ctx.reshape(zero, [zero.axes.lengths[0], 1])
-        a = ng.subtract(*ctx.broadcast(a, zero))
+        a = api.subtract(*ctx.broadcast(a, zero))
     if b_zero is not None:
-        b = ng.subtract(*ctx.broadcast(b, ctx.as_op(b_zero, "float64")))  # per column: the last dim
-    return ng.cast(ctx.matmul(a, b), "int32")
+        b = api.subtract(*ctx.broadcast(b, ctx.as_op(b_zero, "float64")))  # per column: the last dim
+    return api.cast(ctx.matmul(a, b), "int32")
 
 
 @converter("Gemm", since=1)
@@ -58,12 +58,12 @@ def gemm(ctx, node, inputs):
     y = ctx.matmul(a, b)
     alpha, beta = float(node.attr("alpha", 1.0)), float(node.attr("beta", 1.0))
     if alpha != 1.0:
-        y = y * ng.constant(alpha, dtype=y.dtype)
+        y = y * api.constant(alpha, dtype=y.dtype)
     c = inputs[2] if len(inputs) > 2 else None
     if c is not None and beta != 0.0:
         c = ctx.as_op(c, y.dtype)
         if beta != 1.0:
-            c = c * ng.constant(beta, dtype=y.dtype)
+            c = c * api.constant(beta, dtype=y.dtype)
         y, c = ctx.broadcast(y, c)
         y = y + c
     return y
@@ -81,10 +81,10 @@ def _softmax_dims(node, x: Op) -> list[int]:
 def softmax(ctx, node, inputs):
     x = ctx.as_op(inputs[0])
     if not x.axes:
-        return ng.constant(0.0 if node.op_type == "LogSoftmax" else 1.0, dtype=x.dtype)
+        return api.constant(0.0 if node.op_type == "LogSoftmax" else 1.0, dtype=x.dtype)
     axes = [x.axes[d] for d in _softmax_dims(node, x)]
-    fn = ng.softmax if node.op_type == "Softmax" else ng.log_softmax
-    return ng.axes_with_order(fn(x, normalization_axes=axes), x.axes)
+    fn = api.softmax if node.op_type == "Softmax" else api.log_softmax
+    return api.axes_with_order(fn(x, normalization_axes=axes), x.axes)
 
 
 @converter("Hardmax", since=1)
@@ -94,9 +94,9 @@ def hardmax(ctx, node, inputs):
     shape = x.axes.lengths
     flat = ctx.reshape(x, [*shape[:dims[0]], int(np.prod([shape[d] for d in dims]))]) if len(dims) > 1 else x
     axis = flat.axes[dims[0]]
-    index = ng.argmax(flat, reduction_axes=[axis])  # the first maximum, as ONNX
-    iota = ng.constant(np.arange(axis.length, dtype=index.dtype), axes=[axis])
-    hot = ng.cast(ng.equal(ng.broadcast(index, flat.axes), ng.broadcast(iota, flat.axes)), x.dtype)
+    index = api.argmax(flat, reduction_axes=[axis])  # the first maximum, as ONNX
+    iota = api.constant(np.arange(axis.length, dtype=index.dtype), axes=[axis])
+    hot = api.cast(api.equal(api.broadcast(index, flat.axes), api.broadcast(iota, flat.axes)), x.dtype)
     return ctx.reshape(hot, shape)
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ... import api as ng
+from ... import api
 from ...ir import Op
 from .errors import OnnxError
 from .ops_conv import FLOATS
@@ -29,15 +29,15 @@ def _float(node, x) -> None:
 
 def _stash(node, x: Op) -> Op:
     """``x`` in the statistics' type: float32 for float16 under ``stash_type=1`` (the default)."""
-    return ng.cast(x, "float32") if x.dtype == "float16" and int(node.attr("stash_type", 1)) == 1 else x
+    return api.cast(x, "float32") if x.dtype == "float16" and int(node.attr("stash_type", 1)) == 1 else x
 
 
 def standardize(ctx, x: Op, dims: Sequence[int], eps: float) -> tuple[Op, Op, Op]:
     """``(x - mean) / sqrt(var + eps)`` over ``dims``, with ``mean`` and ``1 / sqrt(var + eps)`` (kept dims)."""
     dims = set(dims)
     kept = [a for i, a in enumerate(x.axes) if i not in dims]
-    mean, var = ng.moments(x, kept)
-    inv = ng.rsqrt(var + ng.constant(eps, dtype=x.dtype))
+    mean, var = api.moments(x, kept)
+    inv = api.rsqrt(var + api.constant(eps, dtype=x.dtype))
     return (x - mean) * inv, mean, inv
 
 
@@ -56,9 +56,9 @@ def per_channel(ctx, p, like: Op, channels: int | None = None) -> Op:
 def affine(ctx, y: Op, scale, bias) -> Op:
     """``y * scale + bias`` with NumPy broadcasting (either may be None)."""
     if scale is not None:
-        y = ng.multiply(*ctx.broadcast(y, ctx.as_op(scale, y.dtype)))
+        y = api.multiply(*ctx.broadcast(y, ctx.as_op(scale, y.dtype)))
     if bias is not None:
-        y = ng.add(*ctx.broadcast(y, ctx.as_op(bias, y.dtype)))
+        y = api.add(*ctx.broadcast(y, ctx.as_op(bias, y.dtype)))
     return y
 
 
@@ -74,7 +74,7 @@ def batch_normalization(ctx, node, inputs):
     if node.opset < 9 and not node.attr("spatial", 1):  # per-activation statistics [C, D1, ...]
         scale, bias, mean, var = (ctx.reshape(p, [1, *shape_of(p)]) for p in (scale, bias, mean, var))
         x, mean, var, scale, bias = ctx.broadcast(x, mean, var, scale, bias)
-        return (x - mean) * ng.rsqrt(var + ng.constant(eps, dtype=x.dtype)) * scale + bias
+        return (x - mean) * api.rsqrt(var + api.constant(eps, dtype=x.dtype)) * scale + bias
     channel = x.axes[1]
     if any(shape_of(p) != (channel.length,) for p in (scale, bias, mean, var)):
         raise OnnxError(f"BatchNormalization node {node.name!r}: expected scale, B, mean and var of shape "
@@ -84,12 +84,12 @@ def batch_normalization(ctx, node, inputs):
     training = int(node.attr("training_mode", 0)) and node.opset >= 14
     if not training:
         if len(x.axes) == 2:  # [N, C]: ng.batch_norm needs a dim to normalize over besides the features
-            return (x - params[2]) * ng.rsqrt(params[3] + ng.constant(eps, dtype=x.dtype)) * params[0] + params[1]
-        return ng.batch_norm(x, params[0], params[1], eps=eps, mean=params[2], var=params[3])
-    batch_mean, batch_var = ng.moments(x, [channel])
-    y = (x - batch_mean) * ng.rsqrt(batch_var + ng.constant(eps, dtype=x.dtype)) * params[0] + params[1]
-    keep = ng.constant(momentum, dtype=x.dtype)
-    rest = ng.constant(1.0 - momentum, dtype=x.dtype)
+            return (x - params[2]) * api.rsqrt(params[3] + api.constant(eps, dtype=x.dtype)) * params[0] + params[1]
+        return api.batch_norm(x, params[0], params[1], eps=eps, mean=params[2], var=params[3])
+    batch_mean, batch_var = api.moments(x, [channel])
+    y = (x - batch_mean) * api.rsqrt(batch_var + api.constant(eps, dtype=x.dtype)) * params[0] + params[1]
+    keep = api.constant(momentum, dtype=x.dtype)
+    rest = api.constant(1.0 - momentum, dtype=x.dtype)
     running_mean = ctx.rename(params[2] * keep + batch_mean * rest)
     running_var = ctx.rename(params[3] * keep + batch_var * rest)
     return [y, running_mean, running_var]
@@ -111,7 +111,7 @@ def layer_normalization(ctx, node, inputs):
     dims = list(range(axis, len(x.axes)))
     xs = _stash(node, x)
     y, mean, inv = standardize(ctx, xs, dims, float(node.attr("epsilon", 1e-5)))
-    y = affine(ctx, ng.cast(y, x.dtype) if y.dtype != x.dtype else y, inputs[1],
+    y = affine(ctx, api.cast(y, x.dtype) if y.dtype != x.dtype else y, inputs[1],
                inputs[2] if len(inputs) > 2 else None)
     return [y, keepdims(ctx, mean, xs, dims), keepdims(ctx, inv, xs, dims)]
 
@@ -126,7 +126,7 @@ def group_normalization(ctx, node, inputs):
         raise OnnxError(f"GroupNormalization node {node.name!r}: {c} channels do not split into num_groups={groups}")
     grouped = ctx.reshape(_stash(node, x), [n, groups, x.axes.size // (n * groups)])
     y, _, _ = standardize(ctx, grouped, [2], float(node.attr("epsilon", 1e-5)))
-    y = ng.cast(y, x.dtype) if y.dtype != x.dtype else y
+    y = api.cast(y, x.dtype) if y.dtype != x.dtype else y
     if node.opset < 21 and shape_of(inputs[1])[0] == groups and groups != c:  # opset 18: one scale per group
         y = affine(ctx, y, ctx.reshape(ctx.as_op(inputs[1], x.dtype), [groups, 1]),
                    ctx.reshape(ctx.as_op(inputs[2], x.dtype), [groups, 1]))
@@ -142,9 +142,9 @@ def rms_normalization(ctx, node, inputs):
     axis = normalize_axis(node.attr("axis", -1), len(x.axes), f"RMSNormalization node {node.name!r}")
     xs = _stash(node, x)
     dims = list(range(axis, len(x.axes)))
-    ms = ng.mean(ng.square(xs), reduction_axes=[xs.axes[d] for d in dims])
-    y = xs * ng.rsqrt(ms + ng.constant(float(node.attr("epsilon", 1e-5)), dtype=xs.dtype))
-    return affine(ctx, ng.cast(y, x.dtype) if y.dtype != x.dtype else y, inputs[1], None)
+    ms = api.mean(api.square(xs), reduction_axes=[xs.axes[d] for d in dims])
+    y = xs * api.rsqrt(ms + api.constant(float(node.attr("epsilon", 1e-5)), dtype=xs.dtype))
+    return affine(ctx, api.cast(y, x.dtype) if y.dtype != x.dtype else y, inputs[1], None)
 
 
 @converter("MeanVarianceNormalization", since=9)
@@ -154,8 +154,8 @@ def mean_variance_normalization(ctx, node, inputs):
     dims = sorted({normalize_axis(a, len(x.axes), f"MeanVarianceNormalization node {node.name!r}")
                    for a in node.attr("axes", [0, 2, 3])})
     kept = [a for i, a in enumerate(x.axes) if i not in dims]
-    mean, var = ng.moments(x, kept)
-    return (x - mean) / (ng.sqrt(var) + ng.constant(1e-9, dtype=x.dtype))
+    mean, var = api.moments(x, kept)
+    return (x - mean) / (api.sqrt(var) + api.constant(1e-9, dtype=x.dtype))
 
 
 @converter("LpNormalization", since=1)
@@ -166,10 +166,10 @@ def lp_normalization(ctx, node, inputs):
     p = int(node.attr("p", 2))
     if p not in (1, 2):
         raise OnnxError(f"LpNormalization node {node.name!r}: expected p in (1, 2), received {p}")
-    norm = ng.sum(ng.absolute(x), reduction_axes=[axis]) if p == 1 else \
-        ng.sqrt(ng.sum(ng.square(x), reduction_axes=[axis]))
-    zero, one = ng.constant(0.0, dtype=x.dtype), ng.constant(1.0, dtype=x.dtype)
-    return x / ng.where(ng.cast(ng.equal(norm, zero), "bool"), one, norm)  # an all-zero slice stays 0, as ONNX
+    norm = api.sum(api.absolute(x), reduction_axes=[axis]) if p == 1 else \
+        api.sqrt(api.sum(api.square(x), reduction_axes=[axis]))
+    zero, one = api.constant(0.0, dtype=x.dtype), api.constant(1.0, dtype=x.dtype)
+    return x / api.where(api.cast(api.equal(norm, zero), "bool"), one, norm)  # an all-zero slice stays 0, as ONNX
 
 
 @converter("LRN", since=1)
@@ -183,10 +183,10 @@ def lrn(ctx, node, inputs):
                         f"shape {tuple(x.axes.lengths)}")
     c = x.axes.lengths[1]
     low, high = (size - 1) // 2, size - 1 - (size - 1) // 2
-    squares = ng.pad(ng.square(x), [0, (low, high)] + [0] * (len(x.axes) - 2))
+    squares = api.pad(api.square(x), [0, (low, high)] + [0] * (len(x.axes) - 2))
     window = None  # sum over channels [c - low, c + high] as `size` shifted slices of the padded squares
     for i in range(size):
-        s = ctx.rename(ng.tensor_slice(squares, [slice(None), slice(i, i + c)]), x.axes)
+        s = ctx.rename(api.tensor_slice(squares, [slice(None), slice(i, i + c)]), x.axes)
         window = s if window is None else window + s
-    base = ng.constant(bias, dtype=x.dtype) + window * ng.constant(alpha / size, dtype=x.dtype)
-    return x / ng.power(base, ng.constant(beta, dtype=x.dtype))
+    base = api.constant(bias, dtype=x.dtype) + window * api.constant(alpha / size, dtype=x.dtype)
+    return x / api.power(base, api.constant(beta, dtype=x.dtype))

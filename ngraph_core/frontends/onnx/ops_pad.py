@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ... import api as ng
+from ... import api
 from .errors import OnnxError
 from .ops_index import take
 from .ops_shape import int_list, optional
@@ -32,20 +32,20 @@ def crop(ctx, x, pairs: list[tuple[int, int]]):
     if all(b >= 0 and a >= 0 for b, a in pairs):
         return x, pairs
     index = [slice(max(0, -b), n - max(0, -a)) for (b, a), n in zip(pairs, shape_of(x))]
-    return ctx.rename(ng.tensor_slice(x, index)), [(max(0, b), max(0, a)) for b, a in pairs]
+    return ctx.rename(api.tensor_slice(x, index)), [(max(0, b), max(0, a)) for b, a in pairs]
 
 
 def pad_constant(ctx, x, pairs: list[tuple[int, int]], value):
     """``x`` padded with ``value`` (a static scalar or a scalar op) by non-negative ``pairs``."""
     if all(b == 0 and a == 0 for b, a in pairs):
         return x
-    padded = ctx.rename(ng.pad(x, pairs))
+    padded = ctx.rename(api.pad(x, pairs))
     if isinstance(value, np.ndarray) and not value.any():
         return padded
     inside = np.pad(np.ones(shape_of(x), dtype=bool), pairs)
     fill = value.astype(x.dtype) if isinstance(value, np.ndarray) else ctx.as_op(value, dtype=x.dtype)
     inside, padded, fill = ctx.broadcast(inside, padded, fill)
-    return ng.where(inside, padded, fill)
+    return api.where(inside, padded, fill)
 
 
 def pad_gather(ctx, x, pairs: list[tuple[int, int]], mode: str, who: str):

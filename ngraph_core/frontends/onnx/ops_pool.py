@@ -24,7 +24,7 @@ import math
 
 import numpy as np
 
-from ... import api as ng
+from ... import api
 from ...ir import Op
 from .errors import OnnxError
 from .ops_conv import FLOATS, explicit_pads, from_activation, spatial_attrs, to_activation
@@ -99,20 +99,20 @@ class Windows:
                  for i, n in enumerate(self.lengths)]
         padded = x
         if any(before) or any(after):
-            padded = ng.pad(x, [0, 0] + list(zip(before, after)))
+            padded = api.pad(x, [0, 0] + list(zip(before, after)))
             if fill != 0:
                 inside = np.zeros(padded.axes.lengths[2:], dtype=bool)
                 inside[tuple(slice(b, b + n) for b, n in zip(before, self.lengths))] = True
                 mask = ctx.as_op(inside.reshape((1, 1) + inside.shape))
                 mask, padded, filler = ctx.broadcast(mask, ctx.rename(padded), np.asarray(fill, dtype=x.dtype))
-                padded = ng.where(mask, padded, filler)
+                padded = api.where(mask, padded, filler)
         result = []
         for offset in self.offsets:
             index = [slice(None), slice(None)]
             for o, s, i, d, b, (pb, _) in zip(self.out, self.strides, offset, self.dilations, before, self.pads):
                 start = b + i * d - pb  # the padded array's coordinate of input position i * d - pb
                 index.append(slice(start, start + (o - 1) * s + 1, s))
-            result.append(ctx.rename(ng.tensor_slice(padded, index)))
+            result.append(ctx.rename(api.tensor_slice(padded, index)))
         return result
 
 
@@ -140,12 +140,12 @@ def max_pool_windows(ctx, node, x: Op, win: Windows) -> tuple[Op, Op]:
             best, index = s, _like(ctx, flat, s)
             continue
         s, best = ctx.broadcast(s, best)
-        better = ng.cast(ng.greater(s, best), "bool")
-        best = ng.where(better, s, best)
-        index = ng.where(better, *ctx.broadcast(_like(ctx, flat, s), index))
+        better = api.cast(api.greater(s, best), "bool")
+        best = api.where(better, s, best)
+        index = api.where(better, *ctx.broadcast(_like(ctx, flat, s), index))
     n, c = x.axes.lengths[:2]
     base = (np.arange(n * c, dtype="int64") * int(np.prod(lengths))).reshape((n, c) + (1,) * len(lengths))
-    index = ng.add(*ctx.broadcast(index, base))
+    index = api.add(*ctx.broadcast(index, base))
     return best, index
 
 
@@ -155,11 +155,11 @@ def avg_pool_windows(ctx, x: Op, win: Windows, include_pad: bool, power: float |
     for kind, s in zip(win.kinds, win.slices(ctx, x, 0.0)):
         count += (kind == 0) | ((kind == 1) & include_pad)
         if power is not None:
-            s = ng.power(ng.absolute(s), ng.constant(power, dtype=x.dtype)) if power != 1 else ng.absolute(s)
-        total = s if total is None else ng.add(*ctx.broadcast(total, s))
+            s = api.power(api.absolute(s), api.constant(power, dtype=x.dtype)) if power != 1 else api.absolute(s)
+        total = s if total is None else api.add(*ctx.broadcast(total, s))
     if power is not None:
-        return total if power == 1 else ng.power(total, ng.constant(1.0 / power, dtype=x.dtype))
-    return ng.divide(*ctx.broadcast(total, _like(ctx, np.maximum(count, 1).astype(x.dtype), total)))
+        return total if power == 1 else api.power(total, api.constant(1.0 / power, dtype=x.dtype))
+    return api.divide(*ctx.broadcast(total, _like(ctx, np.maximum(count, 1).astype(x.dtype), total)))
 
 
 @converter("MaxPool", "AveragePool", since=1)
@@ -172,7 +172,7 @@ def pool(ctx, node, inputs):
     if not is_max and x.dtype not in FLOATS:
         raise node.unsupported(f"input of type {x.dtype}")
     if not wants_index and _native(x, kernel, dilations, pads):
-        y = ng.pooling(to_activation(ctx, x), kernel, op="max" if is_max else "avg", strides=strides,
+        y = api.pooling(to_activation(ctx, x), kernel, op="max" if is_max else "avg", strides=strides,
                        padding=[b for b, _ in pads], ceil_mode=ceil_mode, count_include_pad=include_pad)
         return from_activation(ctx, y)
     win = Windows(list(x.axes.lengths[2:]), kernel, strides, dilations, pads, out)
@@ -201,8 +201,8 @@ def global_pool(ctx, node, inputs):
     if node.op_type == "GlobalMaxPool":
         return ctx.reduce("max", x, dims, True)
     p = float(node.attr("p", 2))
-    powered = ng.power(ng.absolute(x), ng.constant(p, dtype=x.dtype))
-    return ng.power(ctx.reduce("sum", powered, dims, True), ng.constant(1.0 / p, dtype=x.dtype))
+    powered = api.power(api.absolute(x), api.constant(p, dtype=x.dtype))
+    return api.power(ctx.reduce("sum", powered, dims, True), api.constant(1.0 / p, dtype=x.dtype))
 
 
 @converter("MaxUnpool", since=9)
@@ -220,7 +220,7 @@ def max_unpool(ctx, node, inputs):
     shape = [*x.axes.lengths[:2], *((n - 1) * s + k - b - e
                                     for n, s, k, (b, e) in zip(x.axes.lengths[2:], strides, kernel, pads))]
     flat = ctx.fresh([int(np.prod(shape))])
-    table = ng.scatter_add(x, ng.cast_axes(indices, x.axes), flat, flat[0])  # ONNX's indices are unique
+    table = api.scatter_add(x, api.cast_axes(indices, x.axes), flat, flat[0])  # ONNX's indices are unique
     y = ctx.reshape(table, shape)
     if wanted is None or [int(n) for n in wanted] == shape:
         return y
@@ -229,4 +229,4 @@ def max_unpool(ctx, node, inputs):
     if len(wanted) != len(shape) or any(w < n for w, n in zip(wanted, shape)):
         raise OnnxError(f"MaxUnpool node {node.name!r}: output_shape {wanted} is smaller than the unpooled "
                         f"shape {shape}")
-    return ctx.rename(ng.pad(y, [(0, w - n) for w, n in zip(wanted, shape)]))
+    return ctx.rename(api.pad(y, [(0, w - n) for w, n in zip(wanted, shape)]))

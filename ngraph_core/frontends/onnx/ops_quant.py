@@ -14,7 +14,7 @@ Example:
 
 from __future__ import annotations
 
-from ... import api as ng
+from ... import api
 from ...ir import Op
 from .errors import OnnxError
 from .ops_conv import convolve
@@ -47,17 +47,17 @@ def spread(ctx, node, p, x: Op, dtype: str) -> Op:
     stretched = ctx.reshape(p, shape[:axis + 1] + [1] + shape[axis + 1:])
     target = ctx.fresh(shape[:axis + 1] + [block] + shape[axis + 1:])
     full = ctx.reshape(ctx.expand(stretched, target), shape[:axis] + [shape[axis] * block] + shape[axis + 1:])
-    return ng.tensor_slice(full, [slice(0, x.axes.lengths[axis]) if i == axis else slice(None) for i in range(rank)])
+    return api.tensor_slice(full, [slice(0, x.axes.lengths[axis]) if i == axis else slice(None) for i in range(rank)])
 
 
 def requantize(ctx, node, y: Op, zero, dtype: str) -> Op:
     """``saturate(round(y) + zero_point)`` as ``dtype`` (``y`` float, already divided by the scale)."""
     low, high = _range(node, dtype)
-    y = ng.round(y)
+    y = api.round(y)
     if zero is not None:
-        y = ng.add(*ctx.broadcast(y, zero))
-    y = ng.minimum(ng.maximum(y, ng.constant(float(low), dtype=y.dtype)), ng.constant(float(high), dtype=y.dtype))
-    return ng.cast(y, dtype)
+        y = api.add(*ctx.broadcast(y, zero))
+    y = api.minimum(api.maximum(y, api.constant(float(low), dtype=y.dtype)), api.constant(float(high), dtype=y.dtype))
+    return api.cast(y, dtype)
 
 
 @converter("QuantizeLinear", since=10)
@@ -69,7 +69,7 @@ def quantize_linear(ctx, node, inputs):
     precision = node.attr("precision", 0)
     compute = ctx.dtype(precision) if precision else x.dtype
     x = ctx.as_op(x, compute)
-    scaled = ng.divide(*ctx.broadcast(x, spread(ctx, node, inputs[1], x, compute)))
+    scaled = api.divide(*ctx.broadcast(x, spread(ctx, node, inputs[1], x, compute)))
     zp = None if zero is None else spread(ctx, node, zero, x, compute)
     return requantize(ctx, node, scaled, zp, dtype)
 
@@ -83,22 +83,22 @@ def dequantize_linear(ctx, node, inputs):
     dtype = ctx.dtype(out_attr) if out_attr else scale.dtype
     y = ctx.as_op(x, "float32")
     if len(inputs) > 2 and inputs[2] is not None:
-        y = ng.subtract(*ctx.broadcast(y, spread(ctx, node, inputs[2], x, "float32")))
-    y = ng.multiply(*ctx.broadcast(y, spread(ctx, node, scale, x, "float32")))
-    return ng.cast(y, dtype) if dtype != "float32" else y
+        y = api.subtract(*ctx.broadcast(y, spread(ctx, node, inputs[2], x, "float32")))
+    y = api.multiply(*ctx.broadcast(y, spread(ctx, node, scale, x, "float32")))
+    return api.cast(y, dtype) if dtype != "float32" else y
 
 
 @converter("DynamicQuantizeLinear", since=11)
 def dynamic_quantize_linear(ctx, node, inputs):
     x = ctx.as_op(inputs[0], "float32")
-    zero = ng.constant(0.0, dtype="float32")
-    high, low = ng.maximum(ng.max(x), zero), ng.minimum(ng.min(x), zero)
+    zero = api.constant(0.0, dtype="float32")
+    high, low = api.maximum(api.max(x), zero), api.minimum(api.min(x), zero)
     span = high - low
-    span = ng.where(ng.cast(ng.equal(span, zero), "bool"), ng.constant(1.0, dtype="float32"), span)
-    scale = span / ng.constant(255.0, dtype="float32")
-    zp = ng.round(ng.minimum(ng.maximum(zero - low / scale, zero), ng.constant(255.0, dtype="float32")))
-    y = requantize(ctx, node, ng.divide(*ctx.broadcast(x, scale)), zp, "uint8")
-    return [y, scale, ng.cast(zp, "uint8")]
+    span = api.where(api.cast(api.equal(span, zero), "bool"), api.constant(1.0, dtype="float32"), span)
+    scale = span / api.constant(255.0, dtype="float32")
+    zp = api.round(api.minimum(api.maximum(zero - low / scale, zero), api.constant(255.0, dtype="float32")))
+    y = requantize(ctx, node, api.divide(*ctx.broadcast(x, scale)), zp, "uint8")
+    return [y, scale, api.cast(zp, "uint8")]
 
 
 def _centered(ctx, q, zero, like_axis: int | None = None) -> Op:
@@ -109,7 +109,7 @@ def _centered(ctx, q, zero, like_axis: int | None = None) -> Op:
     z = ctx.as_op(zero, "float64")
     if len(z.axes) == 1 and z.axes.lengths[0] > 1 and like_axis is not None:
         z = ctx.reshape(z, [z.axes.lengths[0] if i == like_axis else 1 for i in range(len(q.axes))])
-    return ng.subtract(*ctx.broadcast(q, z))
+    return api.subtract(*ctx.broadcast(q, z))
 
 
 def _multiplier(ctx, x_scale, w_scale, y_scale, channels_axis: int | None, rank: int) -> Op:
@@ -118,9 +118,9 @@ def _multiplier(ctx, x_scale, w_scale, y_scale, channels_axis: int | None, rank:
     dtype = w.dtype
     if len(w.axes) == 1 and w.axes.lengths[0] > 1 and channels_axis is not None:
         w = ctx.reshape(w, [w.axes.lengths[0] if i == channels_axis else 1 for i in range(rank)])
-    m = ng.divide(*ctx.broadcast(ng.multiply(*ctx.broadcast(ctx.as_op(x_scale, dtype), w)),
+    m = api.divide(*ctx.broadcast(api.multiply(*ctx.broadcast(ctx.as_op(x_scale, dtype), w)),
                                  ctx.as_op(y_scale, dtype)))
-    return ng.cast(m, "float64")
+    return api.cast(m, "float64")
 
 
 @converter("QLinearMatMul", since=10)
@@ -128,7 +128,7 @@ def qlinear_matmul(ctx, node, inputs):
     a, a_scale, a_zero, b, b_scale, b_zero, y_scale, y_zero = inputs
     dtype = ctx.as_op(y_zero).dtype if y_zero is not None else ctx.as_op(a).dtype
     product = ctx.matmul(_centered(ctx, a, a_zero, len(ctx.as_op(a).axes) - 2), _centered(ctx, b, b_zero))
-    scaled = ng.multiply(*ctx.broadcast(product, _multiplier(ctx, a_scale, b_scale, y_scale, None, 0)))
+    scaled = api.multiply(*ctx.broadcast(product, _multiplier(ctx, a_scale, b_scale, y_scale, None, 0)))
     return requantize(ctx, node, scaled, None if y_zero is None else ctx.as_op(y_zero, "float64"), dtype)
 
 
@@ -141,6 +141,6 @@ def qlinear_conv(ctx, node, inputs):
     if bias is not None:
         b = ctx.as_op(bias, "float64")
         b = ctx.reshape(b, [b.axes.lengths[0]] + [1] * (len(y.axes) - 2))
-        y = ng.add(*ctx.broadcast(y, b))
-    scaled = ng.multiply(*ctx.broadcast(y, _multiplier(ctx, x_scale, w_scale, y_scale, 1, len(y.axes))))
+        y = api.add(*ctx.broadcast(y, b))
+    scaled = api.multiply(*ctx.broadcast(y, _multiplier(ctx, x_scale, w_scale, y_scale, 1, len(y.axes))))
     return requantize(ctx, node, scaled, None if y_zero is None else ctx.as_op(y_zero, "float64"), dtype)

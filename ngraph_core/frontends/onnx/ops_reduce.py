@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ... import api as ng
+from ... import api
 from ...ir import is_float
 from .registry import converter
 from .tensor import normalize_axis
@@ -37,9 +37,9 @@ from .tensor import normalize_axis
 _REDUCTIONS = {
     "ReduceSum": (13, "sum", None, None),
     "ReduceSumSquare": (18, "sum", lambda x: x * x, None),
-    "ReduceL1": (18, "sum", ng.absolute, None),
-    "ReduceL2": (18, "sum", lambda x: x * x, ng.sqrt),
-    "ReduceLogSum": (18, "sum", None, ng.log),
+    "ReduceL1": (18, "sum", api.absolute, None),
+    "ReduceL2": (18, "sum", lambda x: x * x, api.sqrt),
+    "ReduceLogSum": (18, "sum", None, api.log),
     "ReduceLogSumExp": (18, "logsumexp", None, None),
     "ReduceMean": (18, "mean", None, None),
     "ReduceMax": (18, "max", None, None),
@@ -89,18 +89,18 @@ def reduce(ctx, node, inputs):
         return _empty_result(x, node.op_type, dims, keepdims)
     dtype = x.dtype
     if node.op_type in _FLOAT_ONLY and not is_float(dtype):
-        x = ng.cast(x, "float64")
+        x = api.cast(x, "float64")
     if pre is not None:
         x = pre(x)
     if kind == "logsumexp":
-        out = ng.logsumexp(x, reduction_axes=[x.axes[d] for d in dims]) if dims else x
+        out = api.logsumexp(x, reduction_axes=[x.axes[d] for d in dims]) if dims else x
         if keepdims and dims:
             out = ctx.reshape(out, [1 if i in dims else n for i, n in enumerate(x.axes.lengths)])
     else:
         out = ctx.reduce(kind, x, dims, keepdims)
     if post is not None:
         out = post(out)
-    return out if out.dtype == dtype else ng.cast(out, dtype)
+    return out if out.dtype == dtype else api.cast(out, dtype)
 
 
 @converter("ArgMax", "ArgMin", since=1)
@@ -112,11 +112,11 @@ def arg_reduce(ctx, node, inputs):
     reduced = x.axes[axis]
     last = bool(node.attr("select_last_index", 0))
     if last:  # the first occurrence in the reversed axis is the last one in the original
-        x = ng.slice_along_axis(x, reduced, slice(None, None, -1))
-    fn = ng.argmax if node.op_type == "ArgMax" else ng.argmin
+        x = api.slice_along_axis(x, reduced, slice(None, None, -1))
+    fn = api.argmax if node.op_type == "ArgMax" else api.argmin
     out = fn(x, reduction_axes=[x.axes[axis]])
     if last:
-        out = ng.subtract(reduced.length - 1, out)
+        out = api.subtract(reduced.length - 1, out)
     if node.attr("keepdims", 1):
         out = ctx.reshape(out, [1 if i == axis else n for i, n in enumerate(x.axes.lengths)])
     return out

@@ -24,7 +24,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ... import api as ng
+from ... import api
 from .errors import OnnxError
 from .ops_index import take
 from .ops_shape import optional
@@ -233,7 +233,7 @@ def resize(ctx, node, inputs):
     outside = np.zeros([1] * rank, dtype=bool)
     source_dtype = x.dtype
     if opts["mode"] != "nearest" and x.dtype not in FLOATS:
-        x = ng.cast(x, "float32")
+        x = api.cast(x, "float32")
     for axis, (n, m, s) in enumerate(zip(dims, out_dims, factor)):
         span = (0.0, 1.0) if roi is None else (float(roi[axis]), float(roi[rank + axis]))
         if m == n and math.isclose(s, 1.0) and math.isclose(span[0], 0.0) and math.isclose(span[1], 1.0):
@@ -249,8 +249,8 @@ def resize(ctx, node, inputs):
         x = ctx.rename(_apply(ctx, x, axis, matrix, opts["mode"] == "nearest"))
     if outside.any():
         outside, x, fill = ctx.broadcast(outside, x, np.asarray(opts["extrapolation"], dtype=x.dtype))
-        x = ng.where(outside, fill, x)
-    return x if x.dtype == source_dtype else ng.cast(x, source_dtype)
+        x = api.where(outside, fill, x)
+    return x if x.dtype == source_dtype else api.cast(x, source_dtype)
 
 
 def _apply(ctx, x, axis: int, matrix: np.ndarray, nearest: bool):
@@ -258,6 +258,6 @@ def _apply(ctx, x, axis: int, matrix: np.ndarray, nearest: bool):
     if nearest and np.all((matrix == 0) | (matrix == 1)) and np.all(matrix.sum(axis=1) == 1):
         return take(ctx, x, matrix.argmax(axis=1).astype("int64"), axis)
     out_axis = ctx.fresh([matrix.shape[0]])[0]
-    w = ng.constant(matrix.T.astype(x.dtype), axes=[x.axes[axis], out_axis])
-    y = ng.dot(x, w)  # x's other dims, then the output dim
-    return ng.axes_with_order(y, list(x.axes[:axis]) + [out_axis] + list(x.axes[axis + 1:]))
+    w = api.constant(matrix.T.astype(x.dtype), axes=[x.axes[axis], out_axis])
+    y = api.dot(x, w)  # x's other dims, then the output dim
+    return api.axes_with_order(y, list(x.axes[:axis]) + [out_axis] + list(x.axes[axis + 1:]))

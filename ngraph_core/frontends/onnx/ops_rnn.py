@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from ... import api as ng
+from ... import api
 from ...ir import Axes, Axis, Op
 from .errors import OnnxError
 from .registry import converter
@@ -42,17 +42,17 @@ Activation = Callable[[Op], Op]
 
 # name (lower case) -> (builder(x, alpha, beta), how many of alpha/beta it reads, default alpha, default beta)
 ACTIVATIONS: dict[str, tuple[Callable[[Op, float, float], Op], int, float, float]] = {
-    "relu": (lambda x, a, b: ng.relu(x), 0, 0.0, 0.0),
-    "tanh": (lambda x, a, b: ng.tanh(x), 0, 0.0, 0.0),
-    "sigmoid": (lambda x, a, b: ng.sigmoid(x), 0, 0.0, 0.0),
+    "relu": (lambda x, a, b: api.relu(x), 0, 0.0, 0.0),
+    "tanh": (lambda x, a, b: api.tanh(x), 0, 0.0, 0.0),
+    "sigmoid": (lambda x, a, b: api.sigmoid(x), 0, 0.0, 0.0),
     "affine": (lambda x, a, b: a * x + b, 2, 1.0, 0.0),
-    "leakyrelu": (lambda x, a, b: ng.where(ng.greater_equal(x, 0.0), x, a * x), 1, 0.01, 0.0),
-    "thresholdedrelu": (lambda x, a, b: ng.where(ng.greater(x, a), x, 0.0 * x), 1, 1.0, 0.0),
-    "scaledtanh": (lambda x, a, b: a * ng.tanh(b * x), 2, 1.0, 1.0),
-    "hardsigmoid": (lambda x, a, b: ng.minimum(ng.maximum(a * x + b, 0.0), 1.0), 2, 0.2, 0.5),
-    "elu": (lambda x, a, b: ng.where(ng.greater_equal(x, 0.0), x, a * (ng.exp(x) - 1.0)), 1, 1.0, 0.0),
-    "softsign": (lambda x, a, b: x / (1.0 + ng.absolute(x)), 0, 0.0, 0.0),
-    "softplus": (lambda x, a, b: ng.softplus(x), 0, 0.0, 0.0),
+    "leakyrelu": (lambda x, a, b: api.where(api.greater_equal(x, 0.0), x, a * x), 1, 0.01, 0.0),
+    "thresholdedrelu": (lambda x, a, b: api.where(api.greater(x, a), x, 0.0 * x), 1, 1.0, 0.0),
+    "scaledtanh": (lambda x, a, b: a * api.tanh(b * x), 2, 1.0, 1.0),
+    "hardsigmoid": (lambda x, a, b: api.minimum(api.maximum(a * x + b, 0.0), 1.0), 2, 0.2, 0.5),
+    "elu": (lambda x, a, b: api.where(api.greater_equal(x, 0.0), x, a * (api.exp(x) - 1.0)), 1, 1.0, 0.0),
+    "softsign": (lambda x, a, b: x / (1.0 + api.absolute(x)), 0, 0.0, 0.0),
+    "softplus": (lambda x, a, b: api.softplus(x), 0, 0.0, 0.0),
 }
 GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
 DEFAULT_ACTIVATIONS = {"RNN": ("Tanh",), "GRU": ("Sigmoid", "Tanh"), "LSTM": ("Sigmoid", "Tanh", "Tanh")}
@@ -158,7 +158,7 @@ class Recurrence:
         self._check("sequence_lens", value, (batch,))
         if isinstance(value, np.ndarray) and np.all(value == steps):
             return None  # every example runs the whole sequence: no mask needed
-        return ng.cast_axes(self.ctx.as_op(value), Axes([self.batch]))
+        return api.cast_axes(self.ctx.as_op(value), Axes([self.batch]))
 
     def _state(self, value: Value | None, what: str) -> Op | None:
         if value is None:
@@ -172,17 +172,17 @@ class Recurrence:
     def part(self, value: Value, index: Sequence[Any], axes: Sequence[Axis]) -> Op:
         """``value[index]`` with ``axes`` (sliced at import time when ``value`` is static)."""
         if isinstance(value, np.ndarray):
-            return ng.constant(np.asarray(value[tuple(index)], order="C"), axes=Axes(axes), dtype=self.dtype)
-        sliced = ng.tensor_slice(value, list(index))
-        return ng.cast_axes(sliced if sliced.dtype == self.dtype else ng.cast(sliced, self.dtype), Axes(axes))
+            return api.constant(np.asarray(value[tuple(index)], order="C"), axes=Axes(axes), dtype=self.dtype)
+        sliced = api.tensor_slice(value, list(index))
+        return api.cast_axes(sliced if sliced.dtype == self.dtype else api.cast(sliced, self.dtype), Axes(axes))
 
     def projection(self, d: int, without: slice | None = None) -> Op:
         """``X W^T + Wb + Rb`` of direction ``d`` for all gates: ``[time, batch, gates*H]``.
 
         ``without``: a range of ``Rb`` left out (GRU's ``linear_before_reset`` adds it inside the step).
         """
-        x = ng.cast_axes(self.x, Axes([self.time, self.batch, self.features]))
-        out = ng.dot(x, self.part(self.w, [d], [self.gate_axis, self.features]))
+        x = api.cast_axes(self.x, Axes([self.time, self.batch, self.features]))
+        out = api.dot(x, self.part(self.w, [d], [self.gate_axis, self.features]))
         if self.b is not None:
             size = self.gate_axis.length
             w_bias = self.part(self.b, [d, slice(0, size)], [self.gate_axis])
@@ -190,9 +190,9 @@ class Recurrence:
             if without is not None:
                 keep = np.ones(size, dtype=self.dtype)
                 keep[without] = 0
-                r_bias = r_bias * ng.constant(keep, axes=Axes([self.gate_axis]), dtype=self.dtype)
+                r_bias = r_bias * api.constant(keep, axes=Axes([self.gate_axis]), dtype=self.dtype)
             out = out + (w_bias + r_bias)
-        return ng.axes_with_order(out, Axes([self.time, self.batch, self.gate_axis]))
+        return api.axes_with_order(out, Axes([self.time, self.batch, self.gate_axis]))
 
     def recurrent_weights(self, d: int, gates: slice | None = None) -> Op:
         """``R`` of direction ``d`` (rows ``gates``, default all) with axes ``[gate rows, hidden_in]``."""
@@ -218,37 +218,37 @@ class Recurrence:
         """The initial state ``which`` (0: h, 1: c) of direction ``d``, ``[batch, hidden]`` (zeros if not given)."""
         state = self.initial[which]
         if state is None:
-            return ng.constant(0, axes=Axes([self.batch, self.hidden]), dtype=self.dtype)
+            return api.constant(0, axes=Axes([self.batch, self.hidden]), dtype=self.dtype)
         return self.part(state, [d], [self.batch, self.hidden])
 
     # -- inside the step -----------------------------------------------------------------------------------
     def rows(self, pre: Op, first: int, count: int) -> Op:
         """Gates ``first .. first+count-1`` of a ``[batch, gates*H]`` (or narrower) op, as ``[batch, count*H]``."""
         rows = next(a for a in pre.axes if a != self.batch)
-        pre = ng.axes_with_order(pre, Axes([self.batch, rows]))
-        return ng.tensor_slice(pre, [slice(None), slice(first * self.size, (first + count) * self.size)])
+        pre = api.axes_with_order(pre, Axes([self.batch, rows]))
+        return api.tensor_slice(pre, [slice(None), slice(first * self.size, (first + count) * self.size)])
 
     def gate(self, pre: Op, g: int) -> Op:
         """Gate ``g``'s slice ``[batch, hidden]`` of a ``[batch, gates*H]`` (or narrower) op."""
-        return ng.cast_axes(self.rows(pre, g, 1), Axes([self.batch, self.hidden]))
+        return api.cast_axes(self.rows(pre, g, 1), Axes([self.batch, self.hidden]))
 
     def recur(self, h: Op, weights: Op) -> Op:
         """``h R^T``: ``[batch, hidden]`` times ``[rows, hidden_in]`` -> ``[batch, rows]``."""
-        return ng.dot(ng.cast_axes(h, Axes([self.batch, self.hidden_in])), weights)
+        return api.dot(api.cast_axes(h, Axes([self.batch, self.hidden_in])), weights)
 
     def clipped(self, x: Op) -> Op:
         """``x`` clipped to ``[-clip, clip]`` when the node has ``clip``."""
-        return x if self.clip is None else ng.minimum(ng.maximum(x, -self.clip), self.clip)
+        return x if self.clip is None else api.minimum(api.maximum(x, -self.clip), self.clip)
 
     def state(self, x: Op) -> Op:
         """``x`` in the state's axis order ``[batch, hidden]``."""
-        return ng.axes_with_order(x, Axes([self.batch, self.hidden]))
+        return api.axes_with_order(x, Axes([self.batch, self.hidden]))
 
     # -- the loop ------------------------------------------------------------------------------------------
     def run(self, step: Callable[..., Any], d: int, sequences: Sequence[Op], states: Sequence[Op]) -> tuple:
         """One direction's ``ng.scan``: (final states, ``Y`` of that direction ``[time, batch, hidden]``)."""
         name = f"{self.node.name}_{'reverse' if self.reverse[d] else 'forward'}"
-        finals, (ys,) = ng.scan(step, list(sequences), list(states), self.time, reverse=self.reverse[d],
+        finals, (ys,) = api.scan(step, list(sequences), list(states), self.time, reverse=self.reverse[d],
                                 lengths=self.lengths, name=name)
         return finals, ys
 
@@ -256,12 +256,12 @@ class Recurrence:
         """ONNX's ``Y``, ``Y_h`` (and ``Y_c``) from each direction's outputs and final states."""
         ctx = self.ctx
         dirs = ctx.fresh([len(self.reverse)])[0]
-        y = ng.stack(list(ys), dirs, pos=1)  # [time, dirs, batch, hidden]
-        y = ng.axes_with_order(y, Axes([self.time, dirs, self.batch, self.hidden]))
+        y = api.stack(list(ys), dirs, pos=1)  # [time, dirs, batch, hidden]
+        y = api.axes_with_order(y, Axes([self.time, dirs, self.batch, self.hidden]))
         results = [ctx.transpose(y, (2, 0, 1, 3)) if self.layout else y]
         for which in range(len(finals[0])):
-            state = ng.stack([f[which] for f in finals], dirs, pos=0)
-            state = ng.axes_with_order(state, Axes([dirs, self.batch, self.hidden]))
+            state = api.stack([f[which] for f in finals], dirs, pos=0)
+            state = api.axes_with_order(state, Axes([dirs, self.batch, self.hidden]))
             results.append(ctx.transpose(state, (1, 0, 2)) if self.layout else state)
         return [ctx.rename(r) for r in results]
 
@@ -284,7 +284,7 @@ def _gru_step(rec: Recurrence, d: int, linear_before_reset: bool) -> Callable[..
 
     def step(x_t: Op, h: Op) -> tuple[list[Op], list[Op]]:
         zr_in = rec.rows(x_t, 0, 2)
-        zr = f(rec.clipped(zr_in + ng.cast_axes(rec.recur(h, zr_weights), zr_in.axes)))  # z and r: one activation
+        zr = f(rec.clipped(zr_in + api.cast_axes(rec.recur(h, zr_weights), zr_in.axes)))  # z and r: one activation
         z, r = rec.gate(zr, 0), rec.gate(zr, 1)
         if linear_before_reset:  # h~ = g(x Wh + r * (h Rh + Rbh) + Wbh)
             recurrent = rec.gate(rec.recur(h, h_weights), 0)

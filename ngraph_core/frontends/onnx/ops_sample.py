@@ -28,7 +28,7 @@ import itertools
 
 import numpy as np
 
-from ... import api as ng
+from ... import api
 from .errors import OnnxError
 from .ops_shape import int_list
 from .registry import converter
@@ -65,27 +65,27 @@ def affine_grid(ctx, node, inputs):
     mesh = np.meshgrid(*axes, indexing="ij")  # one array per spatial dim, each of shape spatial
     homogeneous = np.stack([m.reshape(-1) for m in mesh[::-1]] + [np.ones(int(np.prod(spatial)))])  # [k+1, P]
     cols, points = ctx.fresh([k + 1, homogeneous.shape[1]])
-    base = ng.constant(homogeneous.astype(theta.dtype), axes=[cols, points])
-    grid = ng.dot(ng.cast_axes(theta, [theta.axes[0], theta.axes[1], cols]), base)  # [N, k, P]
-    grid = ng.axes_with_order(grid, [grid.axes[0], points, grid.axes[1]])
+    base = api.constant(homogeneous.astype(theta.dtype), axes=[cols, points])
+    grid = api.dot(api.cast_axes(theta, [theta.axes[0], theta.axes[1], cols]), base)  # [N, k, P]
+    grid = api.axes_with_order(grid, [grid.axes[0], points, grid.axes[1]])
     return ctx.reshape(grid, [n, *spatial, k])
 
 
 def _bool(x):
-    return x if x.dtype == "bool" else ng.cast(x, "bool")
+    return x if x.dtype == "bool" else api.cast(x, "bool")
 
 
 def reflect(v, lo: float, hi: float):
     """``v`` mirrored at ``lo`` and ``hi`` (repeatedly) until it lies between them, as the reference does."""
     span = hi - lo
-    below, above = _bool(ng.less(v, lo)), _bool(ng.greater(v, hi))
-    dx = ng.where(below, lo - v, v - hi)
-    folds = ng.floor(dx / span)
+    below, above = _bool(api.less(v, lo)), _bool(api.greater(v, hi))
+    dx = api.where(below, lo - v, v - hi)
+    folds = api.floor(dx / span)
     rest = dx - folds * span
-    even = _bool(ng.equal(ng.mod(folds, 2.0), 0.0))
-    from_below = ng.where(even, rest + lo, hi - rest)
-    from_above = ng.where(even, hi - rest, rest + lo)
-    return ng.where(below, from_below, ng.where(above, from_above, v))
+    even = _bool(api.equal(api.mod(folds, 2.0), 0.0))
+    from_below = api.where(even, rest + lo, hi - rest)
+    from_above = api.where(even, hi - rest, rest + lo)
+    return api.where(below, from_below, api.where(above, from_above, v))
 
 
 def cubic_weights(t) -> list:
@@ -103,10 +103,10 @@ def cubic_weights(t) -> list:
 def neighbours(x, mode: str) -> list[tuple]:
     """(integer position op, weight op or None) of each neighbour of the pixel positions ``x``."""
     if mode == "nearest":
-        return [(ng.cast(x, "int64"), None)]
-    base = ng.floor(x)
+        return [(api.cast(x, "int64"), None)]
+    base = api.floor(x)
     t = x - base
-    base = ng.cast(base, "int64")
+    base = api.cast(base, "int64")
     if mode == "linear":
         return [(base, 1 - t), (base + 1, t)]
     return [(base + offset, w) for offset, w in zip((-1, 0, 1, 2), cubic_weights(t))]
@@ -115,12 +115,12 @@ def neighbours(x, mode: str) -> list[tuple]:
 def fetch_index(i, length: int, padding: str, lo: float, hi: float):
     """(an in-range position, a validity mask or None) for integer positions ``i`` under ``padding``."""
     if padding == "zeros":
-        valid = ng.logical_and(_bool(ng.greater_equal(i, 0)), _bool(ng.less(i, length)))
-        return ng.where(valid, i, 0), valid
+        valid = api.logical_and(_bool(api.greater_equal(i, 0)), _bool(api.less(i, length)))
+        return api.where(valid, i, 0), valid
     if padding == "border":
-        return ng.minimum(ng.maximum(i, 0), length - 1), None
-    mirrored = reflect(ng.cast(i, "float64"), lo, hi)
-    return ng.cast(ng.floor(mirrored + 0.5), "int64"), None
+        return api.minimum(api.maximum(i, 0), length - 1), None
+    mirrored = reflect(api.cast(i, "float64"), lo, hi)
+    return api.cast(api.floor(mirrored + 0.5), "int64"), None
 
 
 @converter("GridSample", since=16)
@@ -142,15 +142,15 @@ def grid_sample(ctx, node, inputs):
     align = bool(node.attr("align_corners", 0))
     per_dim = []
     for i, length in enumerate(spatial):  # the grid's last dim lists x (the last spatial dim) first
-        g = ng.tensor_slice(grid, [slice(None)] * (len(gdims) - 1) + [len(spatial) - 1 - i])
-        g = ng.cast(g, "float64")
+        g = api.tensor_slice(grid, [slice(None)] * (len(gdims) - 1) + [len(spatial) - 1 - i])
+        g = api.cast(g, "float64")
         pos = (g + 1) / 2 * (length - 1) if align else ((g + 1) * length - 1) / 2
         if mode == "nearest":
-            pos = ng.round(pos)
+            pos = api.round(pos)
         lo, hi = (0.0, length - 1.0) if align else (-0.5, length - 0.5)
-        outside = ng.logical_or(_bool(ng.less(pos, lo)), _bool(ng.greater(pos, hi)))
+        outside = api.logical_or(_bool(api.less(pos, lo)), _bool(api.greater(pos, hi)))
         if padding == "border":
-            pos = ng.where(outside, ng.minimum(ng.maximum(pos, 0.0), length - 1.0), pos)
+            pos = api.where(outside, api.minimum(api.maximum(pos, 0.0), length - 1.0), pos)
         elif padding == "reflection":
             pos = reflect(pos, lo, hi)
         per_dim.append([(*fetch_index(idx, length, padding, lo, hi), w) for idx, w in neighbours(pos, mode)])
@@ -163,11 +163,11 @@ def grid_sample(ctx, node, inputs):
         for (idx, valid, w), stride in zip(combo, strides):
             index = idx * stride if index is None else index + idx * stride
             if valid is not None:
-                w = ng.cast(valid, "float64") if w is None else w * ng.cast(valid, "float64")
+                w = api.cast(valid, "float64") if w is None else w * api.cast(valid, "float64")
             weight = w if weight is None else (weight if w is None else weight * w)
         picked = _sample(ctx, flat_x, index, out_axes)
         if weight is not None:
-            picked = picked * ctx.expand(ctx.reshape(ng.cast(weight, x.dtype), (n, 1, points)), out_axes)
+            picked = picked * ctx.expand(ctx.reshape(api.cast(weight, x.dtype), (n, 1, points)), out_axes)
         total = picked if total is None else total + picked
     return ctx.reshape(total, (n, c, *out))
 
@@ -176,7 +176,7 @@ def _sample(ctx, flat_x, index, out_axes):
     """``flat_x [N, C, S]`` read at the flat positions ``index [N, *out]`` for every channel, on ``out_axes``."""
     n, _, points = out_axes.lengths
     index = ctx.expand(ctx.reshape(index, (n, 1, points)), out_axes)
-    return ng.gather_elements(flat_x, index, 2)
+    return api.gather_elements(flat_x, index, 2)
 
 
 def _roi_axis(ctx, start, size, pooled: int, grid, length: int, dtype: str):
@@ -194,16 +194,16 @@ def _roi_axis(ctx, start, size, pooled: int, grid, length: int, dtype: str):
     start3, step3 = ctx.reshape(start, (r, 1, 1)), ctx.reshape(step, (r, 1, 1))
     start3, step3, bins, offsets, per_roi = ctx.broadcast(start3, step3, bins, offsets, per_roi, dtype=dtype)
     c = start3 + bins * step3 + offsets * step3 / per_roi
-    valid = ng.logical_and(_bool(ng.greater_equal(c, -1.0)), _bool(ng.less_equal(c, float(length))))
-    c = ng.maximum(c, 0.0)
-    edge = _bool(ng.greater_equal(ng.floor(c), length - 1.0))
-    low = ng.where(edge, length - 1.0, ng.floor(c))
-    c = ng.where(edge, low, c)
-    high = ng.where(edge, low, low + 1.0)
+    valid = api.logical_and(_bool(api.greater_equal(c, -1.0)), _bool(api.less_equal(c, float(length))))
+    c = api.maximum(c, 0.0)
+    edge = _bool(api.greater_equal(api.floor(c), length - 1.0))
+    low = api.where(edge, length - 1.0, api.floor(c))
+    c = api.where(edge, low, c)
+    high = api.where(edge, low, low + 1.0)
     mask = None
     if np.ndim(grid):
         mask = ctx.as_op(np.arange(g)[None, None, :] < np.asarray(grid).reshape(-1, 1, 1))
-    return ng.cast(low, "int64"), ng.cast(high, "int64"), c - low, valid, mask
+    return api.cast(low, "int64"), api.cast(high, "int64"), c - low, valid, mask
 
 
 @converter("RoiAlign", since=10)
@@ -225,11 +225,11 @@ def roi_align(ctx, node, inputs):
     rois = ctx.static(inputs[1], "RoiAlign's rois (sampling_ratio=0 adapts to them)") if ratio <= 0 else inputs[1]
     rois = ctx.as_op(rois, dtype=x.dtype)  # the image's precision, as the reference and onnxruntime compute
     r = shape_of(rois)[0]
-    corner = [ctx.reshape(ng.tensor_slice(rois, [slice(None), i]), (r,)) * scale - (0.5 if half_pixel else 0.0)
+    corner = [ctx.reshape(api.tensor_slice(rois, [slice(None), i]), (r,)) * scale - (0.5 if half_pixel else 0.0)
               for i in range(4)]
     sizes = [corner[2] - corner[0], corner[3] - corner[1]]  # width, height
     if not half_pixel:
-        sizes = [ng.maximum(s, 1.0) for s in sizes]
+        sizes = [api.maximum(s, 1.0) for s in sizes]
     grids = [ratio, ratio]
     if ratio <= 0:
         grids = [np.ceil(ctx.evaluate([s])[0] / p).astype(int) for s, p in zip(sizes, (ow, oh))]
@@ -241,11 +241,11 @@ def roi_align(ctx, node, inputs):
 
     def spread(v, shape):  # a per-axis tensor on the [R, oh, gh, ow, gw] sample grid
         return ctx.expand(ctx.reshape(ctx.as_op(v), shape), samples)
-    inside = ng.cast(ng.logical_and(spread(vy, on_y), spread(vx, on_x)), x.dtype)  # samples off the image read 0
+    inside = api.cast(api.logical_and(spread(vy, on_y), spread(vx, on_x)), x.dtype)  # samples off the image read 0
     exists = None
     if my is not None:  # adaptive grids: samples past a roi's own count do not exist
-        exists = ng.logical_and(spread(my, (r, 1, gh, 1, 1)), spread(mx, (r, 1, 1, 1, gw)))
-        inside = inside * ng.cast(exists, x.dtype)
+        exists = api.logical_and(spread(my, (r, 1, gh, 1, 1)), spread(mx, (r, 1, 1, 1, gw)))
+        inside = inside * api.cast(exists, x.dtype)
     batch = spread(ctx.as_op(inputs[2], dtype="int64"), (r, 1, 1, 1, 1))
     pair = ctx.fresh([1])[0]
     table = ctx.transpose(ctx.reshape(x, (n, c, h * w)), (0, 2, 1))  # [N, H*W, C]
@@ -253,18 +253,18 @@ def roi_align(ctx, node, inputs):
     for yi, wy in ((ylow, 1 - ly), (yhigh, ly)):
         for xi, wx in ((xlow, 1 - lx), (xhigh, lx)):
             pos = spread(yi, on_y) * w + spread(xi, on_x)
-            index = ng.concat_along_axis([ng.expand_dims(v, pair, 5) for v in (batch, pos)], pair.name)
-            weight = ng.cast(spread(wy, on_y) * spread(wx, on_x), x.dtype) * inside
-            terms.append(ng.gather_nd(table, index) * weight)  # [R, oh, gh, ow, gw, C]
+            index = api.concat_along_axis([api.expand_dims(v, pair, 5) for v in (batch, pos)], pair.name)
+            weight = api.cast(spread(wy, on_y) * spread(wx, on_x), x.dtype) * inside
+            terms.append(api.gather_nd(table, index) * weight)  # [R, oh, gh, ow, gw, C]
     grid_axes = [samples[2], samples[4]]
     if mode == "avg":
-        total = ng.sum(terms[0] + terms[1] + terms[2] + terms[3], reduction_axes=grid_axes)
+        total = api.sum(terms[0] + terms[1] + terms[2] + terms[3], reduction_axes=grid_axes)
         count = np.maximum(np.asarray(grids[0]) * np.asarray(grids[1]), 1).astype(x.dtype)
-        count = ng.constant(count, axes=[samples[0]]) if count.ndim else float(count)
+        count = api.constant(count, axes=[samples[0]]) if count.ndim else float(count)
         pooled = total / count
     else:
-        best = ng.maximum(ng.maximum(terms[0], terms[1]), ng.maximum(terms[2], terms[3]))
+        best = api.maximum(api.maximum(terms[0], terms[1]), api.maximum(terms[2], terms[3]))
         if exists is not None:
-            best = ng.where(ng.broadcast(exists, best.axes), best, float(np.finfo(x.dtype).min))
-        pooled = ng.max(best, reduction_axes=grid_axes)
-    return ctx.rename(ng.axes_with_order(pooled, [samples[0], pooled.axes[-1], samples[1], samples[3]]))
+            best = api.where(api.broadcast(exists, best.axes), best, float(np.finfo(x.dtype).min))
+        pooled = api.max(best, reduction_axes=grid_axes)
+    return ctx.rename(api.axes_with_order(pooled, [samples[0], pooled.axes[-1], samples[1], samples[3]]))

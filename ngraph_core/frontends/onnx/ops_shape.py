@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ... import api as ng
+from ... import api
 from ...ir import Axes, Axis
 from .errors import OnnxError
 from .registry import converter
@@ -194,17 +194,17 @@ def concat(ctx, node, inputs):
                             f"outside axis {axis}; hint: every input needs the same dims but the joined one")
         if dims[axis] == 0:
             continue
-        parts.append(ng.cast_axes(o, Axes(shared[:axis] + [Axis(name, dims[axis])] + shared[axis:])))
+        parts.append(api.cast_axes(o, Axes(shared[:axis] + [Axis(name, dims[axis])] + shared[axis:])))
     if not parts:
         return ctx.reshape(ops[0], shape_of(ops[0]))
-    return ctx.rename(ng.concat_along_axis(parts, name) if len(parts) > 1 else parts[0])
+    return ctx.rename(api.concat_along_axis(parts, name) if len(parts) > 1 else parts[0])
 
 
 def slice_dim(ctx, x, axis: int, start: int, stop: int):
     """``x[..., start:stop, ...]`` along dim ``axis`` with fresh axis names."""
     index = [slice(None)] * len(x.axes)
     index[axis] = slice(start, stop)
-    return ctx.rename(ng.tensor_slice(x, index))
+    return ctx.rename(api.tensor_slice(x, index))
 
 
 @converter("Split", since=1)
@@ -265,7 +265,7 @@ def tile(ctx, node, inputs):
         return x
     copies = ctx.fresh(repeats)
     interleaved = Axes(a for pair in zip(copies, x.axes) for a in pair)  # [r0, d0, r1, d1, ...]
-    return ctx.reshape(ng.broadcast(x, interleaved), [r * n for r, n in zip(repeats, dims)])
+    return ctx.reshape(api.broadcast(x, interleaved), [r * n for r, n in zip(repeats, dims)])
 
 
 @converter("ConstantOfShape", since=9)

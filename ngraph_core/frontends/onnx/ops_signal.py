@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ... import api as ng
+from ... import api
 from .errors import OnnxError
 from .ops_axis import static_int
 from .ops_index import take
@@ -61,23 +61,23 @@ def dft(ctx, x, axis: int, length: int, inverse: bool, onesided: bool):
     ctx.check_constant((3 * n_in, n_out), "float64")  # cos, sin and the angles, before they are made
     cos, sin = dft_matrices(n_in, n_out, length, inverse, onesided)
     # float64 throughout: terms that cancel exactly (a real signal's imaginary parts) must cancel to ~0
-    parts = [ng.cast(ng.tensor_slice(x, [slice(None)] * (len(dims) - 1) + [i]), "float64") for i in range(dims[-1])]
+    parts = [api.cast(api.tensor_slice(x, [slice(None)] * (len(dims) - 1) + [i]), "float64") for i in range(dims[-1])]
     a, b = parts[0], parts[1] if len(parts) > 1 else None
     out_axis = ctx.fresh([n_out])[0]
     order = list(a.axes[:axis]) + [out_axis] + list(a.axes[axis + 1:])
 
     def apply(v, matrix):
-        w = ng.constant(matrix, axes=[v.axes[axis], out_axis], dtype="float64")
-        return ng.axes_with_order(ng.dot(v, w), order)
+        w = api.constant(matrix, axes=[v.axes[axis], out_axis], dtype="float64")
+        return api.axes_with_order(api.dot(v, w), order)
 
     sign = 1 if inverse else -1
     real = apply(a, cos) if b is None else apply(a, cos) - sign * apply(b, sin)
     if real_out:
-        return ctx.reshape(ng.cast(real, x.dtype), shape_of(real) + (1,))
+        return ctx.reshape(api.cast(real, x.dtype), shape_of(real) + (1,))
     imag = sign * apply(a, sin) if b is None else apply(b, cos) + sign * apply(a, sin)
     pair = ctx.fresh([1])[0]
-    parts = [ng.expand_dims(v, pair, len(order)) for v in (real, imag)]
-    return ctx.rename(ng.cast(ng.concat_along_axis(parts, pair.name), x.dtype))
+    parts = [api.expand_dims(v, pair, len(order)) for v in (real, imag)]
+    return ctx.rename(api.cast(api.concat_along_axis(parts, pair.name), x.dtype))
 
 
 @converter("DFT", since=17)

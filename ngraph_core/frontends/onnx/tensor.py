@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from ... import api as ng
+from ... import api
 from ...ir import Axes, Axis, Op, OpType, make
 from ...ir.axes import BATCH_AXIS_NAME
 from .errors import OnnxError
@@ -74,13 +74,13 @@ class Positional:
     def as_op(self, v: Value, dtype: str | None = None) -> Op:
         """``v`` as an op: an array becomes a constant with fresh axes (of ``dtype`` when given)."""
         if isinstance(v, Op):
-            return v if dtype is None or v.dtype == dtype else ng.cast(v, dtype)
+            return v if dtype is None or v.dtype == dtype else api.cast(v, dtype)
         array = np.asarray(v)
-        return ng.constant(array, axes=self.fresh(array.shape), dtype=dtype or array.dtype.name)
+        return api.constant(array, axes=self.fresh(array.shape), dtype=dtype or array.dtype.name)
 
     def rename(self, x: Op, axes: Axes | None = None) -> Op:
         """``x`` with fresh axis names (or ``axes``: same lengths, same order)."""
-        return ng.cast_axes(x, axes if axes is not None else self.fresh(x.axes.lengths))
+        return api.cast_axes(x, axes if axes is not None else self.fresh(x.axes.lengths))
 
     # -- movement ----------------------------------------------------------------------------------
     def reshape(self, x: Op, shape: Sequence[int]) -> Op:
@@ -98,7 +98,7 @@ class Positional:
         perm = [int(p) for p in perm]
         if sorted(perm) != list(range(len(x.axes))):
             raise OnnxError(f"transpose: perm {perm} is not a permutation of the {len(x.axes)} dims")
-        return ng.axes_with_order(x, [x.axes[p] for p in perm])
+        return api.axes_with_order(x, [x.axes[p] for p in perm])
 
     def expand(self, x: Op, axes: Axes) -> Op:
         """``x`` broadcast NumPy-style to the positional ``axes`` (right-aligned; size-1 dims stretch)."""
@@ -113,14 +113,14 @@ class Positional:
                                 f"(dim {i}: {n} vs {target[offset + i]})")
         if len(kept) != len(shape):  # drop the size-1 dims that stretch
             x = make(OpType.RESHAPE, [x], axes=self.fresh([shape[i] for i in kept]))
-        x = ng.cast_axes(x, Axes(axes[offset + i] for i in kept))
-        return ng.broadcast(x, axes)
+        x = api.cast_axes(x, Axes(axes[offset + i] for i in kept))
+        return api.broadcast(x, axes)
 
     def broadcast(self, *values: Value, dtype: str | None = None) -> list[Op]:
         """The values as ops with identical axes (NumPy broadcasting); ``dtype`` casts them all."""
         ops = [self.as_op(v) for v in values]
         if dtype is not None:
-            ops = [o if o.dtype == dtype else ng.cast(o, dtype) for o in ops]
+            ops = [o if o.dtype == dtype else api.cast(o, dtype) for o in ops]
         try:
             target_shape = np.broadcast_shapes(*(tuple(o.axes.lengths) for o in ops))
         except ValueError:
@@ -137,7 +137,7 @@ class Positional:
         """``sum``/``max``/``min``/``prod``/``mean`` of ``x`` over ``dims`` (None: all), ONNX's keepdims."""
         rank = len(x.axes)
         dims = list(range(rank)) if dims is None else sorted({normalize_axis(d, rank, f"Reduce{kind}") for d in dims})
-        fn = {"sum": ng.sum, "max": ng.max, "min": ng.min, "prod": ng.prod, "mean": ng.mean}[kind]
+        fn = {"sum": api.sum, "max": api.max, "min": api.min, "prod": api.prod, "mean": api.mean}[kind]
         out = fn(x, reduction_axes=[x.axes[d] for d in dims]) if dims else x
         if keepdims and dims:
             out = self.reshape(out, [1 if i in dims else n for i, n in enumerate(x.axes.lengths)])
@@ -161,7 +161,7 @@ class Positional:
         if not a.axes or not b.axes:
             raise OnnxError("matmul: expected operands of rank >= 1, received a scalar")
         if a.dtype == "float16" and b.dtype == "float16":
-            return ng.cast(self.matmul(ng.cast(a, "float32"), ng.cast(b, "float32")), "float16")
+            return api.cast(self.matmul(api.cast(a, "float32"), api.cast(b, "float32")), "float16")
         squeeze_a, squeeze_b = len(a.axes) == 1, len(b.axes) == 1
         if squeeze_a:
             a = self.reshape(a, (1, a.axes[0].length))
@@ -173,15 +173,15 @@ class Positional:
         lead = tuple(a.axes.lengths[:-1])
         if len(b.axes) == 2:  # one matrix on the right: a as [batch * M, K], one dot
             rows = self.reshape(a, [int(np.prod(lead)), k])
-            out = self.reshape(ng.dot(rows, ng.cast_axes(b, Axes([rows.axes[1], *self.fresh([n])]))), [*lead, n])
+            out = self.reshape(api.dot(rows, api.cast_axes(b, Axes([rows.axes[1], *self.fresh([n])]))), [*lead, n])
         elif a.dtype == b.dtype and a.dtype in FLOATS:
             out = self.batched(a, b)
         else:  # integers: a [.., M, K, 1] * b [.., 1, K, N] summed over K
             batch = np.broadcast_shapes(tuple(a.axes.lengths[:-2]), tuple(b.axes.lengths[:-2]))
             bt, (am, ak, bn) = self.fresh(batch), self.fresh((m, k, n))
-            a4 = ng.broadcast(self.expand(a, bt + Axes([am, ak])), bt + Axes([am, ak, bn]))
-            b4 = ng.broadcast(self.expand(b, bt + Axes([ak, bn])), bt + Axes([am, ak, bn]))
-            out = ng.sum(a4 * b4, reduction_axes=[ak])
+            a4 = api.broadcast(self.expand(a, bt + Axes([am, ak])), bt + Axes([am, ak, bn]))
+            b4 = api.broadcast(self.expand(b, bt + Axes([ak, bn])), bt + Axes([am, ak, bn]))
+            out = api.sum(a4 * b4, reduction_axes=[ak])
         shape = list(out.axes.lengths)
         if squeeze_b:
             shape.pop(-1)
@@ -207,9 +207,9 @@ class Positional:
         b = self.expand(b, self.fresh([*batch, k, n])) if tuple(b.axes.lengths[:-2]) != batch else b
         groups = int(np.prod(batch))
         x = self.reshape(self.transpose(self.reshape(a, [groups, m, k]), [0, 2, 1]), [groups * k, m, 1])
-        x = ng.cast_axes(x, Axes([*self.fresh([groups * k, m]), Axis(BATCH_AXIS_NAME, 1)]))
+        x = api.cast_axes(x, Axes([*self.fresh([groups * k, m]), Axis(BATCH_AXIS_NAME, 1)]))
         w = self.reshape(self.transpose(self.reshape(b, [groups, k, n]), [1, 0, 2]), [k, 1, groups * n])
-        y = ng.convolution(x, w, groups=groups)  # [G * N, M, 1]
+        y = api.convolution(x, w, groups=groups)  # [G * N, M, 1]
         y = self.transpose(self.reshape(y, [groups, n, m]), [0, 2, 1])
         return self.reshape(y, [*batch, m, n])
 
