@@ -5,7 +5,7 @@ from .axes import Axes, Axis, format_axes
 from .codec import CodecContext
 from .conv import ConvArg, PoolArg
 from .dtypes import FLOAT_DTYPES, is_float, promote
-from .fused import FusedProgram
+from .fused_program import FusedProgram
 from .graph import CallArg, Graph, GraphError, subgraphs, walk
 from .infer import INFER, infer, make
 from .meta import Meta, Scope, ScopeEntry, changed_since, current_scope, meta_generation, name_scope, scope_override

@@ -32,7 +32,7 @@ from .codec import CodecContext, check_type, decode_value, encode_value, fail, w
 from .collective import AllreduceArg, BucketArg, RootRank
 from .conv import ConvArg, PoolArg
 from .ctc import CTCArg
-from .fused import FusedProgram
+from .fused_program import FusedProgram
 from .graph import CallArg
 from .indexing import CumArg, ElementsArg, LookupArg, NdArg, TopKArg
 from .logical import InfFlags, ShiftDirection

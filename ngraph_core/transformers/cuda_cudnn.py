@@ -32,7 +32,7 @@ kernel.
   notes (TF32), as the im2col path's cuBLAS GEMMs compute in float32; ``NG_CUDNN_TF32=1`` keeps them.
 * **Epilogue**: a forward kernel's ``conv.Epilogue`` (bias / residual / relu) runs after, with
   ``epilogue.finish``, as the other kernels do. Not fused into the cuDNN graph: on CuPy the fused op's
-  epilogue already is one generated launch (``cuda_fused.py``), which does not hand it to the conv head.
+  epilogue already is one generated launch (``cuda_elementwise.py``), which does not hand it to the conv head.
 * **Fallback, with reasons**: ``NG_CUDNN=0``, no usable frontend, mixed dtypes, a pointer cuDNN cannot take, no
   plan that builds or an execution cuDNN refuses: im2col runs. ``CHOSEN`` says per layer what runs (``cudnn
   strided, copying w (filter packed)``, ``cudnn nchw, copying x, w (why not strided)``, ``im2col: why``),

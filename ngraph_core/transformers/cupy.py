@@ -12,7 +12,7 @@ are used as they are), and results come back as NumPy arrays, or stay on the dev
 Kernels: the shared ``xp`` kernels run unchanged on CuPy (cuBLAS for ``dot`` and the im2col convolution, CuPy's
 ufuncs and reductions for the rest; ``tests/.../cupy_surface.py`` keeps them within CuPy's API on machines without
 a GPU). What differs is in ``kernel_overrides``: a fused element-wise program is one generated
-``cupy.ElementwiseKernel`` (``cuda_fused.py``) instead of one launch per step, and CTC's recursions are CUDA
+``cupy.ElementwiseKernel`` (``cuda_elementwise.py``) instead of one launch per step, and CTC's recursions are CUDA
 kernels with a thread block per example (``cuda_ctc.py``) instead of a Python loop over frames. Convolution: CuPy
 14 removed its cuDNN bindings (``cupy.cuda.cudnn`` and ``cupyx.cudnn`` are absent from CuPy 14.2), so convolutions
 and their gradients run through ``nvidia-cudnn-frontend``'s graph API (``cuda_cudnn.py``, the ``conv_variant``),
@@ -45,7 +45,7 @@ import numpy as np
 
 from ..errors import BackendUnavailableError, UnsupportedOpError
 from ..ir import Op, OpType, owns_buffer
-from . import cuda_ctc, cuda_cudnn, cuda_fused, cuda_gemm, cuda_im2col
+from . import cuda_ctc, cuda_cudnn, cuda_elementwise, cuda_gemm, cuda_im2col
 from .base import Transformer, register_transformer
 
 _NUMPY_HINT = "use make_transformer('numpy') (or backend='auto', which falls back to NumPy)"
@@ -113,8 +113,9 @@ class CupyTransformer(Transformer):
     name = "cupy"
     # one generated CUDA kernel per fused program (the shared kernel would launch once per step) and per
     # lone float element-wise op; CTC as three launches (the shared kernel launches a dozen per frame)
-    kernel_overrides = {**{kind: cuda_fused.elementwise for kind in cuda_fused.SUPPORTED},
-                        OpType.FUSED: cuda_fused.fused, OpType.CTC: cuda_ctc.ctc, OpType.CTC_GRAD: cuda_ctc.ctc_grad}
+    kernel_overrides = {**{kind: cuda_elementwise.elementwise for kind in cuda_elementwise.SUPPORTED},
+                        OpType.FUSED: cuda_elementwise.fused,
+                        OpType.CTC: cuda_ctc.ctc, OpType.CTC_GRAD: cuda_ctc.ctc_grad}
     # the convolutions' col matrix in one CUDA launch, read through the input's strides
     im2col = staticmethod(cuda_im2col.make_im2col)
     # convolutions and their gradients through cuDNN (nvidia-cudnn-frontend), im2col where it cannot run them

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import ngraph_core as ng
-from ngraph_core.transformers import cuda_fused
+from ngraph_core.transformers import cuda_elementwise
 from ngraph_core.transformers.cupy import load_cupy
 
 C, N = ng.make_axis(3, "C"), ng.make_axis(4, "N")
@@ -106,7 +106,7 @@ def test_results_are_numpy_by_default_and_device_arrays_on_request() -> None:
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(got_total, want.sum(), rtol=1e-5)
         assert any(op.op is ng.OpType.FUSED for op in f.graph.order)
-        assert any(src.operation.count("tanhf(") for src in cuda_fused._kernels)  # the generated kernel ran
+        assert any(src.operation.count("tanhf(") for src in cuda_elementwise._kernels)  # the generated kernel ran
         t.write_variable(w, cupy.asarray([1.0, 1.0, 1.0]))  # a device value is accepted as it is
         np.testing.assert_allclose(t.read_variable(w), [1.0, 1.0, 1.0])
     with ng.transformers.make_transformer("cupy", device_arrays=True) as t:

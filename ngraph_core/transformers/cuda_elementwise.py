@@ -1,4 +1,5 @@
-"""Fused element-wise programs as CUDA: one ``cupy.ElementwiseKernel`` launch per ``fused`` op.
+"""Generated CUDA element-wise kernels: one ``cupy.ElementwiseKernel`` launch per ``fused`` op
+(a whole ``FusedProgram``) or per lone element-wise op (``elementwise``).
 
 The NumPy kernel (``kernels/fused.py``) runs a ``FusedProgram`` step by step over cache-sized
 blocks; on a GPU each step would be a kernel launch and a round trip through device memory. Here
@@ -10,7 +11,7 @@ kernels) and the epilogue kernel reads it back from the output (``("d",)`` is ``
 ``cuda_source(program, dtype)`` gives the kernel's parts (``CudaSource``: parameter lists, the
 operation body, a preamble of helper functions) as text; ``translation_unit`` wraps any number of
 them into a standalone ``.cu`` file that ``nvcc`` compiles on a machine without a GPU, which is how
-the tests check the generated code for syntax and type errors (``tests/.../test_cuda_fused.py``).
+the tests check the generated code for syntax and type errors (``tests/.../test_cuda_elementwise.py``).
 The text holds only generated identifiers (``x2``, ``t0``, ``out0``), C types and numeric literals
 (hexadecimal, so constants are exact), never a name from the graph.
 
@@ -247,7 +248,7 @@ def fused(op: Op, kc: KernelContext) -> Kernel:
 def elementwise(op: Op, kc: KernelContext) -> Kernel:
     """A lone element-wise op as a one-step generated kernel: one launch where CuPy's ufuncs may take
     several (the shared sigmoid is four launches, and as one generated kernel takes under half their host
-    time: benchmarks/RESULTS.md, "Behind the code: cuda_fused.py").
+    time: benchmarks/RESULTS.md, "Behind the code: cuda_elementwise.py").
 
     Ops the generator cannot compile (integer or bool dtypes, mixed source dtypes, steps without a CUDA
     expression) run on the shared kernel.
