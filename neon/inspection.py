@@ -1,6 +1,8 @@
 """Looking into a built model: selections over its graph, standing taps, and the summary table.
 
 ``Model.select``, ``Model.summary`` and ``Model.memory_plot`` are thin; the machinery is here.
+Not to be confused with ``neon/model_inspection.py``: that is the ``ModelInspection`` mixin of
+``Model`` (the methods themselves), which calls into this module.
 
 * **Layer paths.** A layer's ops record ``ng.name_scope`` entries named after the layer and
   its parents (``Sequential_0 / Conv_0 / Convolution_0``), so walking the layer tree

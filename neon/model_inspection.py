@@ -3,7 +3,9 @@ protocols that ``ng.select``, ``ng.viz.render`` and ``ng.inference`` read a mode
 
 ``ModelInspection`` is a mixin of ``neon.model.Model``: its methods use the model's
 ``_inference``/``_inference_computation`` helpers, layers, variables and caches. ``ModelError``
-lives here because both halves of ``Model`` raise it (``neon.model`` re-exports it).
+lives here because both halves of ``Model`` raise it (``neon.model`` re-exports it). The
+machinery behind these methods (layer paths, ``ModelSelection``, standing taps, the summary
+table) is in ``neon/inspection.py``.
 
 Example:
     >>> model.build((1, 28, 28), batch_size=32)
