@@ -31,7 +31,7 @@ allocator's live tensors at their peak, within steps included). The same memGetI
 torch (its cached blocks, cuBLAS/cuDNN handles and kernels included) is printed beside it, the
 like-for-like figure.
 
-Method (shared/PERFORMANCE.md): each measurement is its own short-lived process running one
+Method (benchmarks/README.md, "Method"): each measurement is its own short-lived process running one
 side, alternating ours, torch, ours, torch for ``--pairs`` pairs. A process builds its side,
 runs the warmup steps untimed, then times ``--steps`` steps one by one; each step ends with
 the loss on the host and a device synchronization (``cupy.cuda.Device().synchronize()`` /

@@ -3,7 +3,7 @@
 A benchmark file defines one ``build_<side>(threads) -> (step, backend)`` function per side
 (``backend`` says what runs the math, e.g. numpy's BLAS kernel) and calls ``child_main``.
 ``run.py`` starts one short-lived process per measurement: two thread pools in one process,
-or two processes at once, steal each other's cores (shared/PERFORMANCE.md), so nothing
+or two processes at once, steal each other's cores (benchmarks/README.md, "Method"), so nothing
 here ever times two sides in one process.
 """
 

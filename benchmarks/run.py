@@ -1,6 +1,6 @@
 """Run a benchmark's two sides in alternating short-lived processes and print a markdown table row.
 
-The method (shared/PERFORMANCE.md): never time both sides in one process, nor two processes
+The method (benchmarks/README.md, "Method"): never time both sides in one process, nor two processes
 at once; run A B A B ... for ``--pairs`` pairs, take each side's median, and the median of the
 paired ratios ours/theirs, which cancels most of the drift of a shared machine. Report 1 and 2
 threads side by side (1-thread figures are steadier).

@@ -118,3 +118,16 @@ def test_scatter_add_with_wrong_updates_raises() -> None:
     ids = ng.placeholder([N], dtype="int64")
     with pytest.raises(ng.AxesError, match=r"scatter_add: expected updates with the axes of gather.*\[E:3, N:4\]"):
         ng.scatter_add(ng.placeholder([N, E]), ids, [E, V], V)
+
+
+def test_an_out_of_range_id_is_named_by_its_position_in_a_2d_ids_array() -> None:
+    """The raising gather reports where the bad id sits (C order), computed on the host for any backend."""
+    V, D = ng.make_axis(5, name="V"), ng.make_axis(3, name="D")
+    R, S = ng.make_axis(2, name="R"), ng.make_axis(3, name="S")
+    table, ids = ng.placeholder([V, D]), ng.placeholder([R, S], dtype="int64")
+    out = ng.gather(table, ids, "V", out_of_range="raise")
+    fed = np.array([[0, 1, 4], [-5, 7, 2]])
+    with ng.transformers.make_transformer() as t:
+        f = t.computation(out, table, ids)
+        with pytest.raises(ng.IndexRangeError, match=r"index 7 at position \(1, 1\)"):
+            f(np.zeros((5, 3), np.float32), fed)

@@ -6,7 +6,7 @@ flattened to ``T`` entries; the other side is ``[*before, *after, *ids]``, viewe
 
 An id outside ``[0, V)`` reads a zero row and scatters nothing, which is what ``one_hot``
 followed by ``dot`` gives. A gather built with ``out_of_range="raise"`` (arg ``LookupArg``: ONNX
-Gather) reads ids in ``[-V, V)`` as ``np.take`` does and raises ``IndexRangeError`` on any other,
+Gather) reads ids in ``[-V, V)`` as ``take`` does and raises ``IndexRangeError`` on any other,
 naming the op, the id, its position and the range: one reduction over the ids per call (on a GPU,
 one host sync). The kernels use only ``take``, ``where``, ``copyto``, ``moveaxis``, ``argmax`` and
 ``add.at``, which NumPy and CuPy share.
@@ -15,8 +15,6 @@ one host sync). The kernels use only ``take``, ``where``, ``copyto``, ``moveaxis
 from __future__ import annotations
 
 from typing import Any
-
-import numpy as np
 
 from ...errors import IndexRangeError
 from ...ir import ArrayValue, Op, OpType
@@ -57,8 +55,17 @@ def out_of_range(op: Op, index: int, position: tuple[int, ...], length: int) -> 
         f"{length}); hint: check the ids fed to the graph (an ONNX Gather raises for them too)")
 
 
+def _position(flat_index: int, shape: tuple[int, ...]) -> tuple[int, ...]:
+    """The position in an array of ``shape`` of its C-order ``flat_index`` (host arithmetic, any backend)."""
+    position = []
+    for length in reversed(shape):
+        flat_index, i = divmod(flat_index, length)
+        position.append(i)
+    return tuple(reversed(position))
+
+
 def _checked_gather(op: Op, kc: KernelContext, k: int, length: int, rest: tuple[int, ...]) -> Kernel:
-    """The kernel of a ``raise`` gather: ids in ``[-length, length)`` (``np.take``), any other an error."""
+    """The kernel of a ``raise`` gather: ids in ``[-length, length)`` (as ``take`` reads them), any other an error."""
     xp = kc.xp
     one = _constant_id(op)
     if one is not None:  # a constant index: checked now, a basic-index copy when run
@@ -77,7 +84,7 @@ def _checked_gather(op: Op, kc: KernelContext, k: int, length: int, rest: tuple[
         bad = (flat < -length) | (flat >= length)
         if bool(bad.any()):
             at = int(xp.argmax(bad))
-            raise out_of_range(op, int(flat[at]), tuple(int(i) for i in np.unravel_index(at, ids.shape)), length)
+            raise out_of_range(op, int(flat[at]), _position(at, ids.shape), length)
         rows = xp.moveaxis(xp.take(values, flat, axis=k), k, -1)  # [*rest, T]; take counts negative ids from the end
         xp.copyto(out.reshape(rest + (flat.size,)), rows, casting="unsafe")
         return out

@@ -5,7 +5,7 @@ strided view of the input, clipped to the positions that are not padding (``wind
 and the output is reduced tap by tap with ``maximum``/``add`` into the output buffer. For
 [C, H, W, N] activations the views have N contiguous innermost, so every pass streams; a
 reshape-and-reduce over the small window axes of a contiguous array was 40x slower on
-this machine (shared/PERFORMANCE.md). Padding never materializes: a clipped tap skips it,
+this project's 2-core machine. Padding never materializes: a clipped tap skips it,
 which is what -inf (max) and 0 (avg) padding mean.
 
 ``pool_bprop`` for max recomputes each window's maximum from x and routes the gradient to
