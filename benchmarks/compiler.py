@@ -13,7 +13,7 @@
   ``NG_KERNELS=numba`` (every fused program compiled too), empty cache then warm.
 * first_scan: a tanh RNN's scan (16 steps, hidden 64, batch 1, inference) called four times in a fresh
   process, with an empty kernel cache then the one it left: the third call compiles the whole loop
-  (``transformers/compiled_scan.py``, ``HOT_CALLS``), the fourth runs it.
+  (``transformers/numpy/compiled_scan.py``, ``HOT_CALLS``), the fourth runs it.
 
 Usage: ``python benchmarks/compiler.py [--threads 1]`` prints one JSON line per figure.
 """

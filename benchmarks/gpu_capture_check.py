@@ -4,7 +4,7 @@ For each model of ``benchmarks/gpu.py`` (its builders: ``mlp_step``, ``resnet_st
 process builds the training step three times from the same weights and batch:
 
 * ``cupy``: eager, GEMMs through ``cupy.matmul`` (``NG_CUDA_GRAPHS=0 NG_CUBLAS_GEMM=0``: before this work);
-* ``eager``: eager, GEMMs through our cuBLAS handles (``cuda_gemm.py``; ``NG_CUDA_GRAPHS=0``);
+* ``eager``: eager, GEMMs through our cuBLAS handles (``cupy/gemm.py``; ``NG_CUDA_GRAPHS=0``);
 * ``graph``: the default: captured at the second call, replayed after (``GraphRunner``).
 
 and runs ``--check-steps`` steps of each, keeping the losses and, after them, every variable. Checked:
@@ -228,7 +228,7 @@ def probe(cpu: bool) -> dict:
     if cpu:
         install_fakes()
     from ngraph_core.errors import BackendUnavailableError
-    from ngraph_core.transformers import cuda_gemm
+    from ngraph_core.transformers.cupy import gemm as cuda_gemm
     from ngraph_core.transformers.cupy import load_cupy
 
     try:

@@ -1,4 +1,4 @@
-"""cuDNN convolutions on the GPU, checked in one short run (``ngraph_core/transformers/cuda_cudnn.py``).
+"""cuDNN convolutions on the GPU, checked in one short run (``ngraph_core/transformers/cupy/cudnn.py``).
 
 Four sections, each written to ``--out`` as soon as it ends (``cudnn_check.json`` and a text summary
 ``cudnn_check.txt``), so a run cut short still reports what it did:
@@ -175,7 +175,7 @@ def environment(gpu: Gpu) -> dict:
     name = cupy.cuda.runtime.getDeviceProperties(0)["name"]
     info.update(device=name.decode() if isinstance(name, bytes) else str(name), cupy=cupy.__version__,
                 cuda_runtime=cupy.cuda.runtime.runtimeGetVersion(), torch_cudnn=gpu.torch.backends.cudnn.version())
-    from ngraph_core.transformers import cuda_cudnn
+    from ngraph_core.transformers.cupy import cudnn as cuda_cudnn
 
     front, why = cuda_cudnn.load_frontend()
     if front is None:
@@ -224,7 +224,7 @@ def address(a: Any) -> int:
 
 def probe_frontend(gpu: Gpu) -> tuple[Any, str]:
     """``(cuda_cudnn.Frontend, what it is)``: the real frontend on the GPU, the tests' stand-in in a smoke run."""
-    from ngraph_core.transformers import cuda_cudnn
+    from ngraph_core.transformers.cupy import cudnn as cuda_cudnn
 
     if gpu.cpu:
         sys.path.insert(0, str(ROOT / "tests" / "ngraph_core" / "transformers"))
@@ -241,7 +241,7 @@ def direct_fprop(gpu: Gpu, front: Any, x: Any, w: Any, w_layout: tuple, y: Any) 
     """``y = conv(x, w)`` (1x1, no padding, float32) through the frontend's graph API alone: ``x`` and ``y``
     described by their own strides (NCHW arrays), ``w`` by ``w_layout`` (dims ``[K, C, R, S]``, element
     strides); the uids read after the build, int pointers, the handle on CuPy's current stream."""
-    from ngraph_core.transformers import cuda_cudnn
+    from ngraph_core.transformers.cupy import cudnn as cuda_cudnn
 
     cudnn, xp = front.module, gpu.xp
     f32 = cudnn.data_type.FLOAT
@@ -269,7 +269,7 @@ def probe(gpu: Gpu) -> dict:
     """cuDNN's forward on inputs whose answers are known, each row printing the values it got (see the module
     docstring); ``ok`` when every row but the old-description one matches."""
     import ngraph_core as ng
-    from ngraph_core.transformers import cuda_cudnn
+    from ngraph_core.transformers.cupy import cudnn as cuda_cudnn
 
     np, xp = gpu.np, gpu.xp
     rows: list[dict] = []
@@ -335,7 +335,7 @@ def relative(a: Any, b: Any) -> float:
 
 
 def check_layer(gpu: Gpu, spec: tuple, n: int, dtype: str) -> dict:
-    from ngraph_core.transformers import cuda_cudnn
+    from ngraph_core.transformers.cupy import cudnn as cuda_cudnn
 
     name, c, k, h, f, stride, pad, dil = spec[:8]
     np = gpu.np
@@ -432,7 +432,7 @@ def resnet20(gpu: Gpu, smoke: bool) -> dict:
     os.environ["RESNET_STEP_OWN_WEIGHTS"] = "1"  # the same seeded weights for both paths, no torch subprocess
     import resnet_step
 
-    from ngraph_core.transformers import cuda_cudnn
+    from ngraph_core.transformers.cupy import cudnn as cuda_cudnn
 
     losses, times, not_cudnn = {}, {}, []
     for path in ("cudnn", "im2col"):
@@ -497,7 +497,7 @@ def main(argv: list[str] | None = None) -> int:
         result["seconds"] = round(time.perf_counter() - start, 1)
         passed &= result.get("ok", True) is not False
         REPORT["sections"][name] = result
-        from ngraph_core.transformers import cuda_cudnn
+        from ngraph_core.transformers.cupy import cudnn as cuda_cudnn
 
         REPORT["chosen"] = dict(cuda_cudnn.CHOSEN)
         REPORT["failed_plans"] = {f"{key[0].direction} {key[2]} {key[1]}": value

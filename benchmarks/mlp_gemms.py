@@ -39,7 +39,7 @@ def shapes() -> list[tuple[tuple[int, int], tuple[int, int]]]:
 def build_ngraph(threads: int) -> tuple[Step, str]:
     import numpy as np
 
-    from ngraph_core.transformers import runtime
+    from ngraph_core.transformers.numpy import runtime
 
     runtime.own_cores()
     rng = np.random.default_rng(0)

@@ -8,7 +8,9 @@ Floors, lowest first (docs/architecture.md, "The floors of the house")::
 The check reads the source with ``ast`` (nothing is imported), so it sees imports inside
 functions and under ``TYPE_CHECKING`` too. It fails listing every upward import, every
 cycle between subpackages, every import of ``neon`` and every module whose floor is not
-known. Inside each package folder (of ``ngraph_core`` and of ``neon``) it also looks for
+known. Shared transformer code (``transformers/base.py``, ``transformers/kernels/``) and every other
+floor import no backend package (``transformers/numpy/``, ``transformers/cupy/``): backends hand their
+hooks to kernels through the kernel context. Inside each package folder (of ``ngraph_core`` and of ``neon``) it also looks for
 circles between the folder's modules and subpackages; each remaining one must be listed in
 ``FOLDER_CYCLES`` with a line saying why it stays. Run it directly for a report:
 ``python tests/test_layering.py``.
@@ -234,6 +236,21 @@ def folder_problems(imports: list[Import], folders: list[str]) -> list[str]:
     return found
 
 
+BACKENDS = ("ngraph_core.transformers.numpy", "ngraph_core.transformers.cupy")
+"""The backend packages: only themselves and ``ngraph_core.transformers`` (which registers them) import them."""
+
+
+def backend_problems(imports: list[Import]) -> list[str]:
+    """Imports of a backend package from outside it (shared kernels, the executor, another floor)."""
+    def backend(name: str) -> str | None:
+        return next((b for b in BACKENDS if name == b or name.startswith(b + ".")), None)
+
+    return [f"{imp}: only {backend(imp.target)} itself and ngraph_core.transformers import a backend; "
+            "hint: hand the hook to kernels through KernelContext (transformers/kernels/context.py)"
+            for imp in imports if backend(imp.target) and imp.module != "ngraph_core.transformers"
+            and backend(imp.module) != backend(imp.target)]
+
+
 def test_the_walker_resolves_relative_and_nested_imports():
     # the check is only as good as its resolution: spot-check the forms the package uses
     by_module: dict[str, set[str]] = {}
@@ -253,6 +270,15 @@ def test_imports_point_down_the_floors_and_form_no_cycle():
     assert not found, "layering violations:\n  " + "\n  ".join(found)
 
 
+def test_shared_code_imports_no_backend():
+    assert backend_problems([Import("ngraph_core.transformers.kernels.conv", "ngraph_core.transformers.numpy.runtime",
+                                    1)])
+    assert not backend_problems([Import("ngraph_core.transformers.numpy.winograd",
+                                        "ngraph_core.transformers.numpy.runtime", 1)])
+    found = backend_problems(all_imports())
+    assert not found, "backend imports from shared code:\n  " + "\n  ".join(found)
+
+
 def test_the_folder_check_finds_circles_between_sibling_modules():
     imports = [Import("p.a", "p.b.x", 1), Import("p.b.x", "p.a", 2), Import("p.b.x", "p.b.y", 3),
                Import("p.b.y", "p.b.x", 4), Import("p.c", "p.a", 5)]
@@ -268,6 +294,7 @@ def test_no_circle_inside_a_folder_but_the_justified_ones():
 
 
 if __name__ == "__main__":
-    report = problems(all_imports()) + folder_problems(all_folder_imports(), all_folders())
+    report = problems(all_imports()) + backend_problems(all_imports()) + folder_problems(all_folder_imports(),
+                                                                                          all_folders())
     print("\n".join(report) or "no layering violations")
     sys.exit(1 if report else 0)

@@ -210,6 +210,8 @@ class Transformer:
     im2col: Any = None
     # what a convolution kernel runs instead of im2col (None: im2col; see KernelContext.conv_variant)
     conv_variant: Any = None
+    # how kernels split sections and run GEMMs (None: serial, xp.matmul; see KernelContext.runner)
+    runner: Any = None
 
     def __init__(self, float_dtype: str = "float32", seed: int | None = 0, optimize: bool = True,
                  extra_rules: Any = None, profile: bool = False, communicator: Any = None,
@@ -543,7 +545,7 @@ class Transformer:
         blas_threads = self._building[-1] if self._building else not on_device and self.blas_threads(graph.order)
         kc = KernelContext(self.xp, self.dtype_of, self.generator_for, workspace, self._subgraph,
                            communicator=self.communicator, im2col=self.im2col,
-                           conv_variant=self.conv_variant, blas_threads=blas_threads)
+                           conv_variant=self.conv_variant, blas_threads=blas_threads, runner=self.runner)
         self._building.append(blas_threads)
         try:
             return self._build_with(kc, graph, placeholders, on_device, into)

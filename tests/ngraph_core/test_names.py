@@ -112,8 +112,8 @@ def field_conv_epilogue_name(s: str) -> None:
         b = ng.constant(np.linspace(-1, 1, 8, dtype=np.float32), [h.axes[0]], name=s)
         r = ng.placeholder(h.axes, name=s)
         y = ng.relu(h + b + r).named(s)
-    from ngraph_core.transformers import narrow_gemm
-    from ngraph_core.transformers.numba_kernels import cache_dir
+    from ngraph_core.transformers.numpy import narrow_gemm
+    from ngraph_core.transformers.numpy.numba_kernels import cache_dir
 
     forced, os.environ["NG_CONV"] = os.environ.get("NG_CONV"), "channels_last"  # (the suite forces Winograd)
     try:

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from ngraph_core import safe_json
 from ngraph_core.distributed.communicator import LocalCommunicator
 from ngraph_core.errors import DistributedError, SerializationError
-from ngraph_core.transformers import conv_choice
+from ngraph_core.transformers.numpy import conv_choice
 
 JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) |
                     st.text(alphabet='ab[]{}"\\\n', max_size=6),

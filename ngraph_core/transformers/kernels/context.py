@@ -63,6 +63,46 @@ class Workspace:
         return views
 
 
+def split(length: int, parts: int) -> list[tuple[int, int]]:
+    """``parts`` contiguous ``(start, stop)`` ranges covering ``range(length)`` (none empty)."""
+    parts = max(1, min(parts, length))
+    bounds = [length * i // parts for i in range(parts + 1)]
+    return [(bounds[i], bounds[i + 1]) for i in range(parts)]
+
+
+class Runner:
+    """How a backend runs a kernel's work: its worker count, its parallel sections and its GEMMs.
+
+    Shared kernels ask the kernel context's runner (``kc.runner``) and never import a backend. This one,
+    every backend's default, is serial: one worker, tasks run in turn in the calling thread, GEMMs are
+    ``xp.matmul``. The NumPy transformer hands kernels ``NumpyRunner`` (``transformers/numpy/runtime.py``),
+    which splits sections and big GEMMs over its worker threads.
+    """
+
+    def __init__(self, xp: Any) -> None:
+        self.xp = xp
+
+    def threads(self) -> int:
+        """How many workers a kernel may split a section over (read when the kernel is made)."""
+        return 1
+
+    def run(self, tasks: Sequence[Callable[[], Any]]) -> None:
+        """Run ``tasks``, the first in the calling thread; re-raises the first failure."""
+        for task in tasks:
+            task()
+
+    def matmul(self, size: int | None = None, blas_threads: bool = False) -> Callable[[Any, Any, Any], Any]:
+        """``fn(a, b, out)``: a kernel's GEMM of ``size`` multiply-adds (None: any size), into ``out``.
+        ``blas_threads``: the computation runs its big GEMMs on BLAS's own threads (``KernelContext``)."""
+        xp = self.xp
+        return lambda a, b, out: xp.matmul(a, b, out=out)
+
+    def product(self) -> Callable[[Any, Any, Any], Any]:
+        """``fn(a, b, out)``: one GEMM in the calling thread (a worker's part of a section)."""
+        xp = self.xp
+        return lambda a, b, out: xp.matmul(a, b, out=out)
+
+
 def per_object(make: Callable[[Any], Any]) -> Callable[[Any], Any]:
     """``fn(x)``: ``make(x)``, kept and returned again while ``x`` is the same array object as last call's.
 
@@ -102,15 +142,17 @@ class KernelContext:
             current one, ``ng.distributed.current()``, when the kernel is made).
         pending: requests that ``allreduce_start`` kernels started and the matching
             ``allreduce_wait`` kernels complete, keyed by the start op (one dict per computation).
-        im2col: the backend's im2col maker, ``(xp, x_axes, fshape, conv_arg, dtype, x_dtype) -> Im2col``
+        im2col: the backend's im2col maker, ``(xp, x_axes, fshape, conv_arg, dtype, x_dtype, workers=) -> Im2col``
             (None: the shared ``kernels/conv.Im2col``; the CuPy transformer gives a CUDA kernel's).
         conv_variant: ``(kind, kernel, kc, *args, epilogue=None) -> kernel``: what a convolution kernel of ``kind``
             (``conv``, ``conv_cut``: a filter cut to its live taps, ``bprop_data``, ``bprop_filter``) runs
             in place of the im2col ``kernel``
-            (None: that kernel; the NumPy transformer gives ``conv_choice.variant``).
-        blas_threads: the computation's big GEMMs run on BLAS's own threads (``runtime.blas_matmul``), not
-            split over the runtime's workers: set by the NumPy transformer for a computation with no
-            section of its own on the workers (``NumpyTransformer.blas_threads``).
+            (None: that kernel; the NumPy transformer gives ``numpy/conv_choice.variant``).
+        blas_threads: the computation's big GEMMs run on BLAS's own threads (the NumPy runtime's
+            ``blas_matmul``), not split over the runtime's workers: set by the NumPy transformer for a
+            computation with no section of its own on the workers (``NumpyTransformer.blas_threads``).
+        runner: how kernels split work and run GEMMs (``Runner``; None: the serial ``Runner(xp)``; the
+            NumPy transformer gives ``NumpyRunner``, its worker threads).
 
     Calling convention: a kernel for an op that owns a buffer (not in
     ``OpGroup.NO_BUFFER``) is called as ``kernel(out, *inputs)`` and writes its value
@@ -128,6 +170,11 @@ class KernelContext:
     im2col: Callable[..., Any] | None = None
     conv_variant: Callable[..., Any] | None = None
     blas_threads: bool = False
+    runner: Runner = field(default=None, compare=False)  # type: ignore[assignment]  # None: Runner(xp), below
+
+    def __post_init__(self) -> None:
+        if self.runner is None:
+            object.__setattr__(self, "runner", Runner(self.xp))
 
     def subgraph(self, graph: Any, into: tuple[tuple[int, bool], ...] = ()) -> Callable[..., tuple]:
         """``graph`` (an ``ir.Graph``) compiled once on this transformer: a function from one array per

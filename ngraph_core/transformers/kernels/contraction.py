@@ -11,23 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ...ir import Axes, Op, OpType
-from .. import runtime
 from .context import Kernel, KernelContext, per_object
-
-
-def matmul_for(xp: Any, size: int | None = None, blas_threads: bool = False) -> Callable[[Any, Any, Any], Any]:
-    """``fn(a, b, out)``: the matmul kernels call. On NumPy the runtime's (``transformers/runtime.py``:
-    split over its workers, BLAS at one thread; with ``blas_threads``, a GEMM of a computation with no
-    section of our own, one call on BLAS's threads); elsewhere, or for a GEMM of ``size`` multiply-adds
-    too small to split, ``xp.matmul`` straight (no per-call checks: a batch-1 LSTM step has three)."""
-    if xp.__name__ == "numpy":
-        blas_matmul, matmul = runtime.blas_matmul, runtime.matmul
-        workers = runtime.threads()  # read once, when the kernel is made (no environment lookup per call)
-        if blas_threads and workers > 1 and size is not None and size >= runtime.MIN_PARALLEL_FLOPS:
-            return lambda a, b, out: blas_matmul(a, b, out, workers)
-        if size is None or (workers > 1 and size >= runtime.MIN_PARALLEL_FLOPS):
-            return lambda a, b, out: matmul(a, b, out, workers)
-    return lambda a, b, out: xp.matmul(a, b, out=out)
 
 
 def is_constant(op: Op) -> bool:
@@ -49,18 +33,10 @@ def _held(xp: Any, perm: tuple[int, ...], shape: tuple[int, int], dtype: str) ->
     return per_object(lambda x: xp.ascontiguousarray(x.transpose(perm).reshape(shape), dtype=dtype))
 
 
-def product_for(xp: Any) -> Callable[[Any, Any, Any], Any]:
-    """``fn(a, b, out)``: one GEMM in the calling thread (a worker's part). On NumPy the runtime's
-    ``product`` (a GEMM of 2-4 columns by ``narrow_gemm``'s compiled loop), elsewhere ``xp.matmul``."""
-    if xp.__name__ == "numpy":
-        return runtime.product
-    return lambda a, b, out: xp.matmul(a, b, out=out)
-
-
-def dot_into(xp: Any, a: Op, b: Op, out_axes: Axes, dtype: str, blas_threads: bool = False
-             ) -> Callable[[Any, Any, Any], Any]:
-    """``fn(out, u, v)`` writing dot(u, v) (u with ``a``'s axes, v with ``b``'s) into ``out`` (``blas_threads``:
-    as ``matmul_for``'s).
+def dot_into(kc: KernelContext, a: Op, b: Op, out_axes: Axes, dtype: str) -> Callable[[Any, Any, Any], Any]:
+    """``fn(out, u, v)`` writing dot(u, v) (u with ``a``'s axes, v with ``b``'s) into ``out``, its GEMM the
+    runner's (``kc.runner.matmul``: on NumPy split over the workers when big, or on BLAS's threads with
+    ``kc.blas_threads``).
 
     ``out_axes`` is a's free axes then b's (one GEMM), or a reordering (``ir/infer._dot``): with
     some of b's free axes first (``[REC, G, N]`` for ``dot(W [G, F], x [F, REC, N])``) it is one
@@ -74,7 +50,7 @@ def dot_into(xp: Any, a: Op, b: Op, out_axes: Axes, dtype: str, blas_threads: bo
     a_perm = tuple(a.axes.index(x) for x in a_rest + shared)
     b_perm = tuple(b.axes.index(x) for x in shared + b_rest)
     m, k, n = a_rest.size, shared.size, b_rest.size
-    matmul = matmul_for(xp, m * k * n, blas_threads)
+    xp, matmul = kc.xp, kc.runner.matmul(m * k * n, kc.blas_threads)
     held_a = _held(xp, a_perm, (m, k), dtype) if is_constant(a) else None
     held_b = _held(xp, b_perm, (k, n), dtype) if is_constant(b) else None
 
@@ -119,7 +95,7 @@ def dot_into(xp: Any, a: Op, b: Op, out_axes: Axes, dtype: str, blas_threads: bo
 
 def dot(op: Op, kc: KernelContext) -> Kernel:
     a, b = op.src
-    return dot_into(kc.xp, a, b, op.axes, kc.dtype_of(op), kc.blas_threads)
+    return dot_into(kc, a, b, op.axes, kc.dtype_of(op))
 
 
 KERNELS = {OpType.DOT: dot}

@@ -19,10 +19,10 @@ layout activations have by default (``[C, H, W, N]``). Then
   6.5 ms against 8.2; 16 -> 16 at 32x32: 8.8 against 6.3; 64 -> 32 at 8x8: 2.1 against 1.5).
 
 A backend may run another algorithm for a convolution: each kernel here is handed to
-``kc.conv_variant`` (the NumPy transformer's ``transformers/conv_choice.variant``: Winograd F(2x2, 3x3)
-for 3x3 stride-1 layers, and the batch-outermost layout of ``conv_image.py``, chosen per layer by
-measurement), and these im2col kernels remain the reference and the fallback. GEMMs go through
-``contraction.matmul_for`` (on NumPy, split over the runtime's workers).
+``kc.conv_variant`` (the NumPy transformer's ``transformers/numpy/conv_choice.variant``: Winograd F(2x2, 3x3)
+for 3x3 stride-1 layers, and the batch-outermost layout of ``numpy/conv_image.py``, chosen per layer by
+measurement), and these im2col kernels remain the reference and the fallback. GEMMs and parallel sections go through
+the kernel context's runner (``kc.runner``: on NumPy, split over the runtime's workers).
 
 Why blocks: a whole-layer col matrix (37 MB for 16 channels at 32x32, batch 64) is written
 to memory and read back by the GEMM; a block of ``COL_BLOCK_BYTES`` is read back from
@@ -66,9 +66,8 @@ from typing import Any
 
 from ...ir import Axes, Op, OpType
 from ...ir.conv import ConvArg, activation_roles, filter_roles
-from .. import runtime
-from .context import Kernel, KernelContext, per_object
-from .contraction import is_constant, matmul_for, product_for
+from .context import Kernel, KernelContext, Runner, per_object, split
+from .contraction import is_constant
 from .windows import PaddedCopy, is_identity, taps
 
 COL_BLOCK_BYTES = 5 << 19
@@ -87,7 +86,7 @@ positions ``column:column_stop`` (all of them unless the block is one row)."""
 SHARED_COL_ELEMENTS = 1 << 16
 """A col matrix of at most this many elements (a batch-1 layer: ``[2304, 4]`` at ResNet-18's 2x2 stage,
 ``[576, 64]`` at 8x8) is one block for all workers: built once, its GEMM split by the filter's rows in
-``runtime.matmul`` when big enough (``MIN_PARALLEL_FLOPS``), so each worker streams its share of the
+the runner's ``matmul`` when big enough (``MIN_PARALLEL_FLOPS``), so each worker streams its share of the
 weights. Split by output rows, each worker built a sliver of col and streamed all the weights, and the
 hand-offs cost more than the layer: a batch-1 ResNet-18 ran slower at two threads than at one (measured:
 benchmarks/RESULTS.md, "Behind the code: kernels/conv.py")."""
@@ -101,9 +100,9 @@ def row_blocks(xp: Any, out_first: int, row_bytes: int, budget: int | None = Non
     return [(start, min(start + per, out_first)) for start in range(0, out_first, per)]
 
 
-def worker_blocks(xp: Any, out_lengths: tuple[int, ...], row_bytes: int) -> list[list[Block]]:
-    """Each worker's col blocks. One worker (or not NumPy): whole rows, ``row_blocks``. Several
-    (``runtime.threads()``): a row bigger than ``WORKER_BLOCK_BYTES`` is cut along its second spatial
+def worker_blocks(xp: Any, out_lengths: tuple[int, ...], row_bytes: int, workers: int) -> list[list[Block]]:
+    """Each of ``workers``' col blocks. One worker: whole rows, ``row_blocks``. Several (the runner's
+    ``threads()``): a row bigger than ``WORKER_BLOCK_BYTES`` is cut along its second spatial
     axis into blocks of about that size, dealt out in order, an equal count to each worker; smaller rows
     are shared out first, an equal count of rows to each worker, each worker's rows cut into blocks of up
     to ``COL_BLOCK_BYTES`` (dealing out blocks gave a 32-row stem 11 rows against 21).
@@ -114,17 +113,16 @@ def worker_blocks(xp: Any, out_lengths: tuple[int, ...], row_bytes: int) -> list
     benchmarks/RESULTS.md, "Behind the code: kernels/conv.py".
     """
     first = out_lengths[0]
-    workers = runtime.threads() if xp.__name__ == "numpy" else 1
     second = out_lengths[1] if len(out_lengths) > 1 else 1
     if workers == 1:
         return [[(a, b, 0, second) for a, b in row_blocks(xp, first, row_bytes)]]
     if row_bytes > WORKER_BLOCK_BYTES and second > 1:
-        cuts = runtime.split(second, min(second, -(-row_bytes // WORKER_BLOCK_BYTES)))
+        cuts = split(second, min(second, -(-row_bytes // WORKER_BLOCK_BYTES)))
         units = [(r, r + 1, c0, c1) for r in range(first) for c0, c1 in cuts]
     else:  # an equal share of whole rows to each worker, in blocks of up to COL_BLOCK_BYTES
         return [[(a + start, a + stop, 0, second) for start, stop in row_blocks(xp, b - a, row_bytes)]
-                for a, b in runtime.split(first, workers)]
-    return [units[a:b] for a, b in runtime.split(len(units), workers)]
+                for a, b in split(first, workers)]
+    return [units[a:b] for a, b in split(len(units), workers)]
 
 
 def output_lengths(lengths: tuple[int, ...], fshape: tuple[int, ...], arg: ConvArg) -> tuple[int, ...]:
@@ -168,10 +166,11 @@ class Im2col:
         arg: strides, padding, dilation.
         dtype: the computation dtype.
         x_dtype: the dtype ``x`` arrives in.
+        workers: the workers its blocks are shared out to (the runner's ``threads()``).
     """
 
-    def __init__(self, xp: Any, x_axes: Axes, fshape: tuple[int, ...], arg: ConvArg, dtype: str, x_dtype: str
-                 ) -> None:
+    def __init__(self, xp: Any, x_axes: Axes, fshape: tuple[int, ...], arg: ConvArg, dtype: str, x_dtype: str,
+                 workers: int = 1) -> None:
         roles = activation_roles(x_axes, "conv")
         self.xp, self.perm = xp, roles.perm
         c, n, lengths = roles.channel.length, roles.batch.length, roles.spatial.lengths
@@ -186,14 +185,14 @@ class Im2col:
         row_columns = math.prod(self.rest_shape)
         row_bytes = self.rows * row_columns * xp.dtype(dtype).itemsize
         self.second = self.out_lengths[1] if rank > 1 else 1
-        # a small col matrix is one block for all workers (its GEMM is split by rows in runtime.matmul, if at all)
+        # a small col matrix is one block for all workers (its GEMM is split by rows in the runner's matmul, if at all)
         few = self.rows * self.out_lengths[0] * row_columns <= SHARED_COL_ELEMENTS
         if self.pointwise:
             self.parts = [[(0, self.out_lengths[0], 0, self.second)]]
         elif few:  # one worker's blocks (whole rows, COL_BLOCK_BYTES at most)
             self.parts = [[(a, b, 0, self.second) for a, b in row_blocks(xp, self.out_lengths[0], row_bytes)]]
         else:
-            self.parts = worker_blocks(xp, self.out_lengths, row_bytes)
+            self.parts = worker_blocks(xp, self.out_lengths, row_bytes, workers)
         self.blocks = [b for part in self.parts for b in part]
         block_columns = max((b - a) * (d - c) for a, b, c, d in self.blocks) * (row_columns // self.second)
         self.specs: list[tuple[tuple[int, ...], str]] = []
@@ -290,19 +289,19 @@ def _grouped_weights(w2: Any, groups: int) -> Any:
     return w2.reshape(rows, groups, k // groups).transpose(1, 0, 2)
 
 
-def _matmul(xp: Any, im2col: Im2col) -> Callable[[Any, Any, Any], Any]:
-    """The GEMM of ``_conv_rows``: the runtime's (split over its workers) when one part holds every block,
-    else one GEMM in each worker's thread (``product_for``). Made once per kernel: ``matmul_for`` reads the
-    thread count from the environment."""
-    return matmul_for(xp) if len(im2col.parts) == 1 else product_for(xp)
+def _matmul(runner: Runner, im2col: Im2col) -> Callable[[Any, Any, Any], Any]:
+    """The GEMM of ``_conv_rows``: the runner's (on NumPy split over its workers) when one part holds every
+    block, else one GEMM in each worker's thread (``runner.product``). Made once per kernel: the NumPy
+    runner reads the thread count from the environment."""
+    return runner.matmul() if len(im2col.parts) == 1 else runner.product()
 
 
-def _conv_rows(xp: Any, im2col: Im2col, wt: Any, groups: int, out: Any, windows: Any, buffers: list[Any],
-               matmul: Callable[[Any, Any, Any], Any] | None = None) -> None:
+def _conv_rows(xp: Any, runner: Runner, im2col: Im2col, wt: Any, groups: int, out: Any, windows: Any,
+               buffers: list[Any], matmul: Callable[[Any, Any, Any], Any] | None = None) -> None:
     """``out[K, *out, N] = wt @ col``, a block of output rows at a time (``wt``: ``(K, rows)``, or
-    ``(G, K/G, rows)`` with groups; ``matmul``: ``_matmul(xp, im2col)``, made here when not given)."""
+    ``(G, K/G, rows)`` with groups; ``matmul``: ``_matmul(runner, im2col)``, made here when not given)."""
     k, rows = out.shape[0], im2col.rows // groups
-    matmul = matmul or _matmul(xp, im2col)
+    matmul = matmul or _matmul(runner, im2col)
 
     def part(worker: int) -> None:
         for block in im2col.parts[worker]:
@@ -313,7 +312,7 @@ def _conv_rows(xp: Any, im2col: Im2col, wt: Any, groups: int, out: Any, windows:
             else:
                 xp.matmul(wt, col.reshape(groups, rows, -1), out=dest.reshape(groups, k // groups, -1))
 
-    runtime.run([functools.partial(part, w) for w in range(len(im2col.parts))])  # one part: this thread
+    runner.run([functools.partial(part, w) for w in range(len(im2col.parts))])  # one part: this thread
 
 
 def filter_matrix(w2: Any, groups: int) -> Any:
@@ -366,7 +365,7 @@ class Epilogue:
             convolution alone does after it.
 
     Input ``i`` is the kernel's ``i``-th argument after ``out, xv, wv``. The channels-last kernel applies the
-    steps as its compiled loop stores each sum (``kernels/conv_channels_last.py``); the others run ``finish``.
+    steps as its compiled loop stores each sum (``numpy/conv_channels_last.py``); the others run ``finish``.
     """
 
     steps: tuple[tuple[str, int | None], ...]
@@ -408,16 +407,16 @@ def conv_into(x: Op, w: Op, arg: ConvArg, dtype: str, kc: KernelContext,
     if live_arg is not None:
         index = (slice(None), *(slice(lo, hi + 1) for lo, hi in spans), slice(None))
         fshape, arg = tuple(hi - lo + 1 for lo, hi in spans), live_arg
-    im2col = (kc.im2col or Im2col)(xp, x.axes, fshape, arg, dtype, kc.dtype_of(x))
+    im2col = (kc.im2col or Im2col)(xp, x.axes, fshape, arg, dtype, kc.dtype_of(x), workers=kc.runner.threads())
     rows, k, groups = im2col.rows // arg.groups, wr.out_channels.length, arg.groups
     views = kc.scratch().request(im2col.specs)
-    constant, matmul = is_constant(w), _matmul(xp, im2col)
+    constant, matmul = is_constant(w), _matmul(kc.runner, im2col)
     cut = held_filter(xp, index or (), rows, k, groups, dtype, constant) if index is not None or constant else None
 
     def conv_kernel(out, xv, wv):
         buffers = views()
         wt = cut(wv) if cut is not None else filter_matrix(wv.reshape(rows, k).astype(dtype, copy=False), groups)
-        _conv_rows(xp, im2col, wt, groups, out, im2col.windows(xv, buffers), buffers, matmul)
+        _conv_rows(xp, kc.runner, im2col, wt, groups, out, im2col.windows(xv, buffers), buffers, matmul)
         return out
 
     if index is not None:  # the cut filter: im2col, or channels last (``conv_choice.variant``)
@@ -446,7 +445,7 @@ def held_filter(xp: Any, index: tuple, rows: int, k: int, groups: int, dtype: st
 
 
 def _variant(kc: KernelContext, kind: str, kernel: Kernel, *args: Any, epilogue: Epilogue | None = None) -> Kernel:
-    """``kernel``, or what the backend's ``conv_variant`` runs instead (``transformers/conv_choice.py``); a forward
+    """``kernel``, or what the backend's ``conv_variant`` runs instead (``transformers/numpy/conv_choice.py``); a forward
     kernel's ``epilogue`` goes with it (``kernel`` already applies it)."""
     return kernel if kc.conv_variant is None else kc.conv_variant(kind, kernel, kc, *args, epilogue=epilogue)
 
@@ -461,7 +460,8 @@ def conv_bprop_filter(op: Op, kc: KernelContext) -> Kernel:
     xp, dtype, arg = kc.xp, kc.dtype_of(op), op.arg
     x, dy = op.src
     wr = filter_roles(op.axes, "conv_bprop_filter")
-    im2col = (kc.im2col or Im2col)(xp, x.axes, wr.spatial.lengths, arg, dtype, kc.dtype_of(x))
+    im2col = (kc.im2col or Im2col)(xp, x.axes, wr.spatial.lengths, arg, dtype, kc.dtype_of(x),
+                                   workers=kc.runner.threads())
     rows, k, groups = im2col.rows // arg.groups, wr.out_channels.length, arg.groups
     dy_roles = activation_roles(dy.axes, "conv_bprop_filter")
     scratch = _Scratch()
@@ -475,7 +475,7 @@ def conv_bprop_filter(op: Op, kc: KernelContext) -> Kernel:
     sums = [None] + [scratch.add(acc_shape, dtype) for _ in range(1, workers)]
     partials = [scratch.add(acc_shape, dtype, len(part) > 1) for part in im2col.parts]
     views = scratch.request(kc)
-    matmul = matmul_for(xp) if workers == 1 else (lambda a, b, o: xp.matmul(a, b, out=o))
+    matmul = kc.runner.matmul() if workers == 1 else (lambda a, b, o: xp.matmul(a, b, out=o))
 
     def conv_bprop_filter_kernel(out, xv, dyv):
         buffers = views()
@@ -499,7 +499,7 @@ def conv_bprop_filter(op: Op, kc: KernelContext) -> Kernel:
                 if j:
                     acc += dest
 
-        runtime.run([functools.partial(part, w) for w in range(workers)])
+        kc.runner.run([functools.partial(part, w) for w in range(workers)])
         for index in sums[1:]:
             total += buffers[index]
         if grouped is not None:
@@ -534,7 +534,7 @@ def _bprop_data_as_convolution(op: Op, kc: KernelContext, full: ConvArg) -> Kern
     fshape, groups = wr.spatial.lengths, full.groups
     ci, k, c = wr.in_channels.length, wr.out_channels.length, xr.channel.length
     rank = len(fshape)
-    im2col = (kc.im2col or Im2col)(xp, dy.axes, fshape, full, dtype, kc.dtype_of(dy))
+    im2col = (kc.im2col or Im2col)(xp, dy.axes, fshape, full, dtype, kc.dtype_of(dy), workers=kc.runner.threads())
     scratch = _Scratch()
     col_part = scratch.extend(im2col.specs)
     flipped = scratch.add((k // groups, *fshape, groups, ci), dtype)
@@ -549,7 +549,8 @@ def _bprop_data_as_convolution(op: Op, kc: KernelContext, full: ConvArg) -> Kern
         xp.copyto(wf, wv.reshape(ci, *fshape, groups, k // groups)[reverse].transpose(to_flipped), casting="unsafe")
         dx = out if dx_copy is None else buffers[dx_copy]
         windows = im2col.windows(dyv, buffers[col_part])
-        _conv_rows(xp, im2col, filter_matrix(wf.reshape(-1, c), groups), groups, dx, windows, buffers[col_part])
+        _conv_rows(xp, kc.runner, im2col, filter_matrix(wf.reshape(-1, c), groups), groups, dx, windows,
+                   buffers[col_part])
         if dx_copy is not None:
             xp.copyto(out.transpose(xr.perm), dx)
         return out
@@ -587,9 +588,9 @@ def _bprop_data_col2im(op: Op, kc: KernelContext) -> Kernel:
 
     # on NumPy with several workers (no groups), each worker takes a range of input channels: its rows
     # of every dcol block (one GEMM each) and their adds into its channels of dX
-    workers = runtime.threads() if xp.__name__ == "numpy" and groups == 1 and not pointwise else 1
-    channel_parts = runtime.split(c, workers)
-    matmul = matmul_for(xp) if workers == 1 else (lambda a, b, o: xp.matmul(a, b, out=o))
+    workers = kc.runner.threads() if groups == 1 and not pointwise else 1
+    channel_parts = split(c, workers)
+    matmul = kc.runner.matmul() if workers == 1 else (lambda a, b, o: xp.matmul(a, b, out=o))
     taps_per_channel = math.prod(fshape)
 
     def gemm(dest, w2, dyb):
@@ -619,7 +620,7 @@ def _bprop_data_col2im(op: Op, kc: KernelContext) -> Kernel:
                     for dx_index, dcol_index in steps:
                         mine[dx_index] += dcol[dcol_index]
 
-            runtime.run([functools.partial(channels, c0, c1) for c0, c1 in channel_parts])  # one part: this thread
+            kc.runner.run([functools.partial(channels, c0, c1) for c0, c1 in channel_parts])  # one part: this thread
         if dx_copy is not None:
             xp.copyto(out.transpose(xr.perm), dx)
         return out

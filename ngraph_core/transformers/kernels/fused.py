@@ -7,9 +7,9 @@ like registers: measured on 10M floats, over twice as fast as plain NumPy; numex
 than NumPy (it computed in float64). Block size: 4K-element blocks paid Python overhead per
 step, 64K was best and steady (figures: benchmarks/RESULTS.md, "Behind the code: kernels/fused.py").
 
-Threads: with more than one worker (``transformers/runtime.py``: ``NG_THREADS``, default every
-core) blocks of tensors of at least ``PARALLEL_MIN_ELEMENTS`` are split over the runtime's workers
-(``runtime.run``: one pool for every kernel; NumPy releases the GIL inside ufuncs). Before BLAS
+Threads: with more than one worker (the kernel context's runner; on NumPy ``transformers/numpy/runtime.py``:
+``NG_THREADS``, default every core) blocks of tensors of at least ``PARALLEL_MIN_ELEMENTS`` are split over the
+runner's workers (``runner.run``: one pool for every kernel; NumPy releases the GIL inside ufuncs). Before BLAS
 was held at one thread by the runtime, this slowed
 an MLP step on 2 vCPUs by competing with OpenBLAS's spinning threads; with BLAS at one thread it
 pays from about 256K elements (two workers against one on ``relu(x) * z + 0.5 tanh(x)``; figures:
@@ -30,7 +30,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ...ir import FusedProgram, Op, OpType
-from .. import runtime
 from .context import Kernel, KernelContext
 from .contraction import dot_into
 from .conv import Epilogue, conv_into
@@ -38,10 +37,6 @@ from .elementwise import step_function
 
 BLOCK_ELEMENTS = 65536
 PARALLEL_MIN_ELEMENTS = 1 << 18
-
-
-def _threads() -> int:
-    return runtime.threads()  # the NumPy transformer's runtime: NG_THREADS, default every core
 
 
 def _compile(xp: Any, program: FusedProgram) -> tuple[list[tuple[Callable[..., Any], tuple, int | None]], int]:
@@ -107,7 +102,7 @@ def program_head(op: Op, kc: KernelContext) -> Callable[[Any, Any, Any], Any] | 
     """``fn(out, a, b)`` computing the program's head (``dot`` or ``conv``) into ``out``, or None."""
     program, dtype = op.arg, kc.dtype_of(op)
     if program.head == "dot":
-        return dot_into(kc.xp, op.src[0], op.src[1], op.axes, dtype, kc.blas_threads)
+        return dot_into(kc, op.src[0], op.src[1], op.axes, dtype)
     if program.head == "conv":
         return conv_into(op.src[0], op.src[1], program.conv, dtype, kc)
     return None
@@ -120,7 +115,7 @@ def _run(steps: list, refs_values: Callable[[tuple], Any], temps: Sequence[Any],
 
 def fused(op: Op, kc: KernelContext) -> Kernel:
     """The blocked kernel for a ``fused`` op (NumPy): ``kernel(out, *inputs)``."""
-    xp, program, dtype = kc.xp, op.arg, kc.dtype_of(op)
+    xp, runner, program, dtype = kc.xp, kc.runner, op.arg, kc.dtype_of(op)
     steps, n_slots = _compile(xp, program)
     shape = op.axes.lengths
     if not shape:  # a scalar: nothing to block
@@ -139,7 +134,7 @@ def fused(op: Op, kc: KernelContext) -> Kernel:
     rows, row_size = shape[0], size // max(shape[0], 1)
     block_rows = max(1, BLOCK_ELEMENTS // max(row_size, 1))
     blocks = [(s, min(s + block_rows, rows)) for s in range(0, rows, block_rows)]
-    n_workers = min(_threads(), len(blocks)) if size >= PARALLEL_MIN_ELEMENTS else 1
+    n_workers = min(kc.runner.threads(), len(blocks)) if size >= PARALLEL_MIN_ELEMENTS else 1
     temps = [[xp.empty((block_rows,) + shape[1:], dtype=dtype) for _ in range(n_slots)] for _ in range(n_workers)]
 
     def run_blocks(worker: int, out: Any, values: Sequence[Any]) -> None:
@@ -160,7 +155,7 @@ def fused(op: Op, kc: KernelContext) -> Kernel:
         if n_workers == 1:
             run_blocks(0, out, values)
         else:
-            runtime.run([functools.partial(run_blocks, w, out, values) for w in range(n_workers)])
+            runner.run([functools.partial(run_blocks, w, out, values) for w in range(n_workers)])
         return out
 
     return fused_kernel

@@ -29,7 +29,7 @@ from neon.initializers import Constant, Kaiming, set_seed  # noqa: E402
 from neon.layers import Affine, Conv, GlobalAvgPool  # noqa: E402
 from neon.model import Model  # noqa: E402
 from neon.optimizers import GradientDescentMomentum  # noqa: E402
-from ngraph_core.transformers import conv_choice, runtime  # noqa: E402
+from ngraph_core.transformers.numpy import conv_choice, runtime  # noqa: E402
 
 NDATA, NCLASS, EPOCHS, BATCH = 64, 4, 2, 8
 

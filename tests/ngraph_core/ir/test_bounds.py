@@ -190,7 +190,7 @@ def test_typed_errors_are_ngraph_errors() -> None:
                                         ((8, 16), (4, 16), (8, 3))])
 def test_the_narrow_gemm_loop_refuses_operands_shorter_than_its_loop(a: tuple, bt: tuple, out: tuple) -> None:
     """The compiled loop itself compares its operands' shapes before its first (unchecked) read."""
-    narrow_gemm = importlib.import_module("ngraph_core.transformers.narrow_gemm")
+    narrow_gemm = importlib.import_module("ngraph_core.transformers.numpy.narrow_gemm")
     if not narrow_gemm.HAVE_NUMBA:
         pytest.skip("numba is not importable")
     ones = [np.ones(s, np.float32) for s in (a, bt, out)]

@@ -1,6 +1,6 @@
 """CuPy's CUDA side stood in on the CPU: streams that capture, graphs that replay, libcublas on NumPy memory.
 
-The CuPy transformer's capture logic (``cupy.GraphRunner``) and its capture-safe GEMMs (``cuda_gemm.py``)
+The CuPy transformer's capture logic (``cupy.GraphRunner``) and its capture-safe GEMMs (``cupy/gemm.py``)
 run here without a GPU, on the CuPy-surface checker (``cupy_surface.py``) plus:
 
 * ``FakeCuda`` (``cupy.cuda``): ``Stream`` (a context manager making it current, ``begin_capture`` /
@@ -40,8 +40,8 @@ import numpy as np
 from cupy_surface import CupySurface, Ufunc
 
 from ngraph_core.ir import OpType
-from ngraph_core.transformers import cuda_gemm
 from ngraph_core.transformers.cupy import CupyTransformer
+from ngraph_core.transformers.cupy import gemm as cuda_gemm
 from ngraph_core.transformers.kernels.fused import unblocked
 
 CUBLAS_REFUSAL = "calling cuBLAS API during stream capture is currently unsupported"

@@ -1,4 +1,4 @@
-"""A CPU stand-in for ``nvidia-cudnn-frontend``'s graph API (the part ``cuda_cudnn.py`` calls), for the tests.
+"""A CPU stand-in for ``nvidia-cudnn-frontend``'s graph API (the part ``cupy/cudnn.py`` calls), for the tests.
 
 ``FakeCudnn`` offers ``pygraph``, ``create_handle``, ``set_stream`` and the enums, and executes a convolution
 graph the way cuDNN reads its tensors: each tensor is rebuilt from its pointer, dims and element strides

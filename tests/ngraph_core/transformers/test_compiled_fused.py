@@ -12,8 +12,8 @@ from disk_cache import run_twice
 
 import ngraph_core as ng
 from ngraph_core.ir import OpType
-from ngraph_core.transformers import numba_kernels as compiled
-from ngraph_core.transformers import numba_loader
+from ngraph_core.transformers.numpy import numba_kernels as compiled
+from ngraph_core.transformers.numpy import numba_loader
 
 pytest.importorskip("numba")
 
@@ -144,7 +144,7 @@ def test_where_cast_broadcast_and_constants(monkeypatch, dtype):
 def test_a_large_program_splits_over_two_workers(monkeypatch):
     """From ``PARALLEL_MIN_ELEMENTS`` the compiled loop runs on two workers, each over a range of the
     outermost axis; a broadcast bias and a scalar go with every part, an update in place too."""
-    from ngraph_core.transformers import runtime
+    from ngraph_core.transformers.numpy import runtime
 
     monkeypatch.setenv("NG_THREADS", "2")
     rows = ng.make_axis(7, name="R")  # odd: unequal parts

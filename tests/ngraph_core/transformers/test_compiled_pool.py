@@ -1,4 +1,4 @@
-"""Compiled pooling (``transformers/compiled_pool.py``) against the shared NumPy kernels and PyTorch:
+"""Compiled pooling (``transformers/numpy/compiled_pool.py``) against the shared NumPy kernels and PyTorch:
 max and average, forward and gradient, 1 to 3 spatial axes, odd sizes, strides, padding, ceil mode,
 ``count_include_pad``, ties and NaN; the channel split over two workers; the fallbacks; the disk cache."""
 
@@ -11,7 +11,7 @@ import pytest
 from disk_cache import run_twice
 
 import ngraph_core as ng
-from ngraph_core.transformers import compiled_pool, runtime
+from ngraph_core.transformers.numpy import compiled_pool, runtime
 
 pytest.importorskip("numba")
 

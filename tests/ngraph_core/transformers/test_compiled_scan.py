@@ -1,4 +1,4 @@
-"""The compiled scan loop (``transformers/compiled_scan.py``) against the shared kernel (``kernels/scan.py``).
+"""The compiled scan loop (``transformers/numpy/compiled_scan.py``) against the shared kernel (``kernels/scan.py``).
 
 Every case runs twice, with ``NG_KERNELS=numpy`` (the shared kernel, the reference) and with
 ``NG_KERNELS=numba`` (the whole loop one numba function), and asserts that the compiled loop was
@@ -22,7 +22,7 @@ pytest.importorskip("numba")
 
 import ngraph_core as ng  # noqa: E402
 from ngraph_core import Op  # noqa: E402
-from ngraph_core.transformers import compiled_scan  # noqa: E402
+from ngraph_core.transformers.numpy import compiled_scan  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parents[1]))
@@ -284,7 +284,7 @@ def test_generated_code_holds_no_user_text(monkeypatch, tmp_path):
 SCRIPT = """
 import numpy as np
 import ngraph_core as ng
-from ngraph_core.transformers import compiled_scan
+from ngraph_core.transformers.numpy import compiled_scan
 F, H, N, rec = ng.make_axis(2, "F"), ng.make_axis(4, "H"), ng.make_axis(3, "N"), ng.make_axis(5, "REC")
 x, h = ng.placeholder([F, rec, N]), ng.placeholder([H, N])
 w = ng.variable([H, F], initial_value=np.full((4, 2), 0.25))

@@ -1,4 +1,4 @@
-"""Convolutions of few output positions computed channels last (``kernels/conv_channels_last.py``) and the
+"""Convolutions of few output positions computed channels last (``numpy/conv_channels_last.py``) and the
 compiled loop they multiply with (``narrow_gemm.compiled``, ``times_transposed``).
 
 The forward kernel (``NG_CONV=channels_last``) is checked against the im2col kernel and PyTorch in float64
@@ -19,9 +19,13 @@ from test_conv_image import assert_matches_im2col_and_torch, build, geometry, ru
 
 import ngraph_core as ng  # noqa: E402
 from ngraph_core.ir.conv import ConvArg  # noqa: E402
-from ngraph_core.transformers import conv_choice, narrow_gemm, runtime  # noqa: E402
-from ngraph_core.transformers.kernels import conv_channels_last  # noqa: E402
 from ngraph_core.transformers.kernels.conv import live_taps  # noqa: E402
+from ngraph_core.transformers.numpy import (  # noqa: E402
+    conv_channels_last,  # noqa: E402
+    conv_choice,
+    narrow_gemm,
+    runtime,
+)
 
 
 @pytest.fixture(autouse=True)

@@ -1,4 +1,4 @@
-"""The measured convolution choice (``transformers/conv_choice.py``) and its one exception: a run of several
+"""The measured convolution choice (``transformers/numpy/conv_choice.py``) and its one exception: a run of several
 ranks never times, so every rank and every run takes the same kernel for a layer."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import pytest
 
 import ngraph_core as ng
 from ngraph_core.distributed import LocalCommunicator
-from ngraph_core.transformers import conv_choice
+from ngraph_core.transformers.numpy import conv_choice
 
 
 class TwoRanks(LocalCommunicator):

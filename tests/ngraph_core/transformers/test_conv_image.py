@@ -1,5 +1,5 @@
-"""Convolutions computed one image at a time (``kernels/conv_image.py``) and the measured choice among the
-layouts and algorithms (``transformers/conv_choice.py``).
+"""Convolutions computed one image at a time (``numpy/conv_image.py``) and the measured choice among the
+layouts and algorithms (``transformers/numpy/conv_choice.py``).
 
 The per-image forward kernel and filter gradient (``NG_CONV=image``) are checked against the im2col
 kernels (``NG_CONV=im2col``) on seeded random geometries (1-3 spatial axes, odd sizes, strides, dilation,
@@ -16,9 +16,8 @@ import pytest
 
 import ngraph_core as ng
 from ngraph_core.ir.conv import ConvArg
-from ngraph_core.transformers import conv_choice
-from ngraph_core.transformers.kernels import conv_image
 from ngraph_core.transformers.kernels.conv import live_taps
+from ngraph_core.transformers.numpy import conv_choice, conv_image
 
 torch = pytest.importorskip("torch")
 

@@ -12,7 +12,7 @@ import pytest
 from nvcc_helper import build_library, needs_nvcc
 from test_ctc import random_batch, run_ours
 
-from ngraph_core.transformers import cuda_ctc
+from ngraph_core.transformers.cupy import ctc as cuda_ctc
 
 pytestmark = needs_nvcc
 

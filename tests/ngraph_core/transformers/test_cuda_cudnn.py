@@ -1,4 +1,4 @@
-"""cuDNN convolutions (``cuda_cudnn.py``) rehearsed without a GPU.
+"""cuDNN convolutions (``cupy/cudnn.py``) rehearsed without a GPU.
 
 The descriptors are pure functions, checked against numbers worked out by hand. The dispatch runs on the
 CuPy-surface transformer with ``cuda_cudnn.variant`` as its ``conv_variant`` and a stand-in frontend
@@ -26,8 +26,8 @@ from op_helper import arg
 import ngraph_core as ng
 from ngraph_core.ir.conv import ConvArg
 from ngraph_core.passes.pipeline import PIPELINES
-from ngraph_core.transformers import cuda_cudnn
 from ngraph_core.transformers.base import register_transformer
+from ngraph_core.transformers.cupy import cudnn as cuda_cudnn
 from ngraph_core.transformers.kernels.context import KernelContext
 from ngraph_core.transformers.kernels.conv import Epilogue
 

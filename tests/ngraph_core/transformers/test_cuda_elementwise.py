@@ -22,7 +22,7 @@ from test_ops import FUSED_CASES
 
 import ngraph_core as ng
 from ngraph_core.passes.fusion import fuse_elementwise
-from ngraph_core.transformers.cuda_elementwise import (
+from ngraph_core.transformers.cupy.elementwise import (
     SUPPORTED,
     CudaSource,
     cuda_source,

@@ -1,4 +1,4 @@
-"""Capture-safe GEMMs (``cuda_gemm.py``) and CUDA-graph replay (``cupy.GraphRunner``) without a GPU.
+"""Capture-safe GEMMs (``cupy/gemm.py``) and CUDA-graph replay (``cupy.GraphRunner``) without a GPU.
 
 The GEMMs run on ``fake_cuda.FakeCublas`` (cuBLAS's column-major arguments computed by NumPy on the raw
 addresses), so every layout's translation is checked against ``np.matmul``; the transformer runs on
@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 
 import ngraph_core as ng
-from ngraph_core.transformers import cuda_gemm
-from ngraph_core.transformers.cuda_gemm import OP_N, OP_T, column_major, matmul_shape, plan_gemm
+from ngraph_core.transformers.cupy import gemm as cuda_gemm
+from ngraph_core.transformers.cupy.gemm import OP_N, OP_T, column_major, matmul_shape, plan_gemm
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from nvcc_helper import build_library, needs_nvcc
 
 import ngraph_core as ng
 from ngraph_core.ir.conv import ConvArg
-from ngraph_core.transformers import cuda_im2col
+from ngraph_core.transformers.cupy import im2col as cuda_im2col
 from ngraph_core.transformers.kernels.conv import Im2col
 
 pytestmark = needs_nvcc

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import ngraph_core as ng
-from ngraph_core.transformers import cuda_elementwise
+from ngraph_core.transformers.cupy import elementwise as cuda_elementwise
 from ngraph_core.transformers.cupy import load_cupy
 
 C, N = ng.make_axis(3, "C"), ng.make_axis(4, "N")

@@ -15,8 +15,8 @@ import pytest
 
 import ngraph_core as ng
 from ngraph_core.ir.conv import ConvArg
-from ngraph_core.transformers import conv_choice
 from ngraph_core.transformers.kernels.conv import live_taps
+from ngraph_core.transformers.numpy import conv_choice
 
 RNG = np.random.default_rng(11)
 

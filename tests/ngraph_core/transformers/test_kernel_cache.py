@@ -1,4 +1,4 @@
-"""The kernel cache is used only while private (``transformers/kernel_cache.py``): numba reads it back with
+"""The kernel cache is used only while private (``transformers/numpy/kernel_cache.py``): numba reads it back with
 pickle, so a cache another user can write would run their code here. Fresh levels are made 0700; a cache
 writable by a group or others, or owned by another user, is refused with a warning, and kernels then
 compile in a private temporary directory, still correct, removed at exit."""
@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from ngraph_core.transformers import kernel_cache
-from ngraph_core.transformers.kernel_cache import KernelCacheWarning, cache_dir, kernel_dir, unsafe_reason
-from ngraph_core.transformers.numba_loader import HAVE_NUMBA, load_kernel
+from ngraph_core.transformers.numpy import kernel_cache
+from ngraph_core.transformers.numpy.kernel_cache import KernelCacheWarning, cache_dir, kernel_dir, unsafe_reason
+from ngraph_core.transformers.numpy.numba_loader import HAVE_NUMBA, load_kernel
 
 needs_numba = pytest.mark.skipif(not HAVE_NUMBA, reason="numba is not installed")
 OTHER_UID = 65534  # nobody
@@ -139,7 +139,7 @@ def test_a_refused_cache_compiles_in_a_temporary_directory_removed_at_exit(tmp_p
     script = textwrap.dedent("""
         import numpy as np
         import ngraph_core as ng
-        from ngraph_core.transformers.kernel_cache import kernel_dir
+        from ngraph_core.transformers.numpy.kernel_cache import kernel_dir
         H, E = ng.make_axis(3, name="H"), ng.make_axis(11, name="E")
         x = ng.placeholder([H, E])
         with ng.transformers.make_transformer() as t:

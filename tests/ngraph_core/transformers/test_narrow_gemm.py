@@ -9,7 +9,7 @@ import pytest
 pytest.importorskip("numba")
 
 import ngraph_core as ng  # noqa: E402
-from ngraph_core.transformers import narrow_gemm, runtime  # noqa: E402
+from ngraph_core.transformers.numpy import narrow_gemm, runtime  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -118,7 +118,7 @@ def test_a_small_col_is_one_block_for_all_workers(monkeypatch):
     g = rng.standard_normal((16, 3, 3, 8)).astype(np.float32)
     for n, parts in ((1, 1), (8, 2)):
         N = ng.make_axis(n, "N")
-        assert len(conv.Im2col(np, ng.make_axes([C, H, W, N]), (3, 3), arg, "float32", "float32").parts) == parts
+        assert len(conv.Im2col(np, ng.make_axes([C, H, W, N]), (3, 3), arg, "float32", "float32", 2).parts) == parts
         x = ng.placeholder([C, H, W, N])
         xv = rng.standard_normal((16, 8, 8, n)).astype(np.float32)
         with ng.transformers.make_transformer() as t:

@@ -1,4 +1,4 @@
-"""The NumPy transformer's parallel runtime (``transformers/runtime.py``): worker count, BLAS held at
+"""The NumPy transformer's parallel runtime (``transformers/numpy/runtime.py``): worker count, BLAS held at
 one thread, split GEMMs equal to NumPy's, and kernels that give the same values with 1 and 2 workers."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import pytest
 
 import ngraph_core as ng
 from ngraph_core.distributed import world
-from ngraph_core.transformers import runtime
 from ngraph_core.transformers.kernels import conv as conv_kernels
+from ngraph_core.transformers.numpy import runtime
 
 
 def test_threads_from_ng_threads(monkeypatch):
@@ -194,12 +194,11 @@ def test_im2col_convolutions_split_over_two_workers(monkeypatch, strides, groups
 
 @pytest.mark.parametrize("rows, row_bytes, workers", [(32, 221184, 2), (7, 57344, 2), (33, 3 << 20, 2),
                                                       (5, 4096, 3), (1, 1000, 2)])
-def test_worker_blocks_share_out_the_rows(monkeypatch, rows, row_bytes, workers):
+def test_worker_blocks_share_out_the_rows(rows, row_bytes, workers):
     """Rows under ``WORKER_BLOCK_BYTES`` go out an equal count to each worker (a 32-row stem of 221 KB rows:
     16 and 16, each cut into blocks within ``COL_BLOCK_BYTES``; dealing out blocks had given 11 against
     21); bigger rows are cut along the second axis. Either way every position is in one block."""
-    monkeypatch.setenv("NG_THREADS", str(workers))
-    parts = conv_kernels.worker_blocks(np, (rows, 8), row_bytes)
+    parts = conv_kernels.worker_blocks(np, (rows, 8), row_bytes, workers)
     positions = [(r, c) for part in parts for a, b, c0, c1 in part for r in range(a, b) for c in range(c0, c1)]
     assert sorted(positions) == [(r, c) for r in range(rows) for c in range(8)]
     shares = [sum((b - a) * (c1 - c0) for a, b, c0, c1 in part) for part in parts]

@@ -1,4 +1,4 @@
-"""Winograd F(2x2, 3x3) convolutions (``transformers/winograd.py``) against the im2col kernels and
+"""Winograd F(2x2, 3x3) convolutions (``transformers/numpy/winograd.py``) against the im2col kernels and
 PyTorch: forward, data and filter gradients on odd sizes, asymmetric padding, other axes orders,
 float32 and float64; fused conv heads; the per-layer measured choice and its on-disk record; the
 disk cache of the compiled transforms; fallbacks and errors."""
@@ -19,7 +19,7 @@ from disk_cache import run_twice
 
 import ngraph_core as ng
 from ngraph_core.ir.conv import ConvArg
-from ngraph_core.transformers import conv_choice, winograd
+from ngraph_core.transformers.numpy import conv_choice, winograd
 
 pytest.importorskip("numba")
 torch = pytest.importorskip("torch")

@@ -27,9 +27,9 @@ A batch-1 ResNet-18 imported from ONNX: 1.44 ms per inference against 2.66 with 
 
 Measured before it was written, batch-1 layers against the im2col kernel: the copies cost a few
 microseconds and the compiled product about half of im2col's time or less (figures: benchmarks/RESULTS.md,
-"Behind the code: kernels/conv_channels_last.py").
+"Behind the code: numpy/conv_channels_last.py").
 
-It is a candidate of the measured per-layer choice (``transformers/conv_choice.py``, ``channels_last``)
+It is a candidate of the measured per-layer choice (``transformers/numpy/conv_choice.py``, ``channels_last``)
 for a forward convolution without groups whose product has at most ``MAX_COLUMNS`` columns, where
 numba and a float dtype are there.
 """
@@ -42,11 +42,11 @@ from typing import Any
 
 from ...ir import Axes, Op
 from ...ir.conv import ConvArg, activation_roles, filter_roles
-from .. import narrow_gemm, runtime
-from .context import Kernel, KernelContext, per_object
-from .contraction import is_constant, matmul_for
-from .conv import Epilogue, output_lengths
-from .windows import PaddedCopy
+from ..kernels.context import Kernel, KernelContext, per_object
+from ..kernels.contraction import is_constant
+from ..kernels.conv import Epilogue, output_lengths
+from ..kernels.windows import PaddedCopy
+from . import narrow_gemm, runtime
 
 MIN_LOOP_DEPTH = 256
 """Products shallower than this (``prod(F) * C``: the stem's 7x7x3 = 147, a 1x1 layer's C) run on BLAS, as
@@ -55,7 +55,7 @@ are reduced across their vector lanes at the end, and with a short depth that is
 BLAS wins depths of 147 and 27, the loop 288 and 576. One column (a batch-1 layer of a 1x1 map) goes to the
 loop too: it computes the column four times over but streams the filter faster than BLAS's GEMV (the
 weights of a batch-1 ResNet-18 cycled as in an inference). Figures: benchmarks/RESULTS.md,
-"Behind the code: kernels/conv_channels_last.py"."""
+"Behind the code: numpy/conv_channels_last.py"."""
 
 OWN_PADDED_BYTES = 1 << 18
 """A padded copy of at most this many bytes (a batch-1 layer's) is the kernel's own array, its borders zeroed
@@ -139,7 +139,7 @@ def conv_into(x: Op, w: Op, arg: ConvArg, dtype: str, kc: KernelContext, fshape:
 
     held = per_object(matrix) if is_constant(w) else matrix
     held_t = per_object(transposed) if is_constant(w) else transposed
-    matmul = matmul_for(xp, k * depth * columns)
+    matmul = kc.runner.matmul(k * depth * columns)
     blas = depth < MIN_LOOP_DEPTH
     # on BLAS with more columns than filter rows (the stem: [64, 147] @ [147, 256]) the product is computed
     # transposed, col @ filterᵀ (50 against 64 us there), and stored back transposed through the epilogue

@@ -6,9 +6,9 @@ from collections.abc import Sequence
 
 import numpy
 
-from ..ir import Op, OpType, toposort
+from ...ir import Op, OpType, toposort
+from ..base import Transformer, register_transformer
 from . import compiled_pool, compiled_scan, conv_choice, numba_kernels, runtime
-from .base import Transformer, register_transformer
 
 SECTIONS = frozenset({OpType.CONV, OpType.CONV_BPROP_DATA, OpType.CONV_BPROP_FILTER, OpType.POOL, OpType.POOL_BPROP})
 """Ops whose kernels split long sections of work over the runtime's workers (``blas_threads``)."""
@@ -27,6 +27,7 @@ class NumpyTransformer(Transformer):
     # convolutions: per layer, the measured fastest of im2col, Winograd F(2x2, 3x3), one image at a time and (few
     # output positions) channels last with a compiled GEMM (NG_CONV)
     conv_variant = staticmethod(conv_choice.variant)
+    runner = runtime.NumpyRunner(numpy)  # kernels split sections and GEMMs over the runtime's workers
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)

@@ -3,7 +3,7 @@
 The shared ``Im2col`` (``kernels/conv.py``) builds col in NumPy's way: a padded copy of the input (a border fill
 per padded side, then the interior copy), a strided window view, and one ``copyto`` from that view. On a GPU each
 of those is a launch and tens of microseconds of host Python: the convolution kernels were host-bound (measured:
-benchmarks/RESULTS.md, "Behind the code: cuda_im2col.py"). ``CudaIm2col`` has the same interface (``specs``,
+benchmarks/RESULTS.md, "Behind the code: cupy/im2col.py"). ``CudaIm2col`` has the same interface (``specs``,
 ``blocks``, ``windows``, ``block``) and does it in one launch: thread ``(r, p)`` of the ``(C * prod(F), prod(out)
 * N)`` col matrix computes its input position from the strides, padding and dilation and reads it through the
 input's own strides (any axes order, so no transposing copy either), or writes 0 in the padding. The forward
@@ -23,9 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from ..ir import Axes
-from ..ir.conv import ConvArg, activation_roles
-from .kernels.conv import Im2col, is_pointwise
+from ...ir import Axes
+from ...ir.conv import ConvArg, activation_roles
+from ..kernels.conv import Im2col, is_pointwise
 
 _BODY = """\
 // col[r, p] for r = (c, f1, f2, f3) and p = (o1, o2, o3, n), row-major; g: the geometry (see GEOMETRY)
@@ -140,9 +140,10 @@ class CudaIm2col:
         return col.reshape(self.rows, -1)
 
 
-def make_im2col(xp: Any, x_axes: Axes, fshape: tuple[int, ...], arg: ConvArg, dtype: str, x_dtype: str) -> Any:
+def make_im2col(xp: Any, x_axes: Axes, fshape: tuple[int, ...], arg: ConvArg, dtype: str, x_dtype: str,
+                workers: int = 1) -> Any:
     """``CudaIm2col`` where it applies (float32/float64 input in the computation's dtype, not a 1x1
-    stride-1 unpadded convolution), else the shared ``Im2col``."""
+    stride-1 unpadded convolution), else the shared ``Im2col`` (``workers``: the runner's, one on CuPy)."""
     if is_pointwise(fshape, arg) or x_dtype != dtype or dtype not in _SUFFIX:
-        return Im2col(xp, x_axes, fshape, arg, dtype, x_dtype)
+        return Im2col(xp, x_axes, fshape, arg, dtype, x_dtype, workers)
     return CudaIm2col(xp, x_axes, fshape, arg, dtype)

@@ -19,7 +19,7 @@ stay in the 2 MiB L2 cache between the transform, the GEMM and the output transf
 arrays (4-16 MiB) went to memory and back: measured on ResNet-20's three layer shapes, a tile row at a
 time beat both im2col and the whole-layer Winograd, by up to 2.5x. The same transforms written as NumPy
 array operations (40 strided passes) were slower than im2col, and a Python loop of them per tile row is
-worse (figures: benchmarks/RESULTS.md, "Behind the code: winograd.py"); so this path needs numba,
+worse (figures: benchmarks/RESULTS.md, "Behind the code: numpy/winograd.py"); so this path needs numba,
 and without numba (or with ``NG_KERNELS=numpy``) the im2col kernels run.
 
 The three convolution kernels:
@@ -47,13 +47,13 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import VerifyError
-from ..ir import Op
-from ..ir.conv import ConvArg, activation_roles, filter_roles
+from ...errors import VerifyError
+from ...ir import Op
+from ...ir.conv import ConvArg, activation_roles, filter_roles
+from ..kernels.context import Kernel, KernelContext, per_object
+from ..kernels.contraction import is_constant
+from ..kernels.windows import PaddedCopy, is_identity
 from . import runtime
-from .kernels.context import Kernel, KernelContext, per_object
-from .kernels.contraction import is_constant
-from .kernels.windows import PaddedCopy, is_identity
 from .numba_loader import HAVE_NUMBA, load_kernel
 
 BT = ((1, 0, -1, 0), (0, 1, 1, 0), (0, -1, 1, 0), (0, 1, 0, -1))

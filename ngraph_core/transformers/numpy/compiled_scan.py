@@ -33,7 +33,7 @@ shape (``VerifyError`` otherwise) before the loop starts.
 
 Measured with ``benchmarks/onnx_latency.py --models lstm``: the ONNX LSTM classifier became several times
 faster at batch 1 and twice as fast at batch 32; a training step (``lstm_step``) is GEMM-bound and unchanged
-(figures: benchmarks/RESULTS.md, "Behind the code: compiled_scan.py").
+(figures: benchmarks/RESULTS.md, "Behind the code: numpy/compiled_scan.py").
 """
 
 from __future__ import annotations
@@ -47,13 +47,13 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import VerifyError
-from ..ir import FusedProgram, Op, OpType, walk
+from ...errors import VerifyError
+from ...ir import FusedProgram, Op, OpType, walk
+from ..kernels import leaf
+from ..kernels import scan as shared
+from ..kernels.context import Kernel, KernelContext
+from ..kernels.movement import slice_index
 from . import runtime
-from .kernels import leaf
-from .kernels import scan as shared
-from .kernels.context import Kernel, KernelContext
-from .kernels.movement import slice_index
 from .numba_kernels import SUPPORTED, VECTOR_MATH, step_lines, uses_vector_math
 from .numba_loader import FLOAT_DTYPES, HAVE_NUMBA, kernel_set, load_kernel
 
@@ -71,7 +71,7 @@ TRANSPOSE_MIN_ROWS = 8
 matrix it multiplies has at least this many rows (columns, on the left). Measured on
 ``[m, 64] @ [64, 256]``: from m = 8 OpenBLAS's transposed path is 2-3x slower, so a 16-step sequence gains
 more than ten times what the copy costs; below, the copy costs what it saves (figures:
-benchmarks/RESULTS.md, "Behind the code: compiled_scan.py")."""
+benchmarks/RESULTS.md, "Behind the code: numpy/compiled_scan.py")."""
 
 _GEMM_HELPERS = '''
 

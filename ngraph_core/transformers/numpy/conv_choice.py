@@ -4,10 +4,10 @@ A forward convolution, or its filter gradient, has up to four kernels on the Num
 
 * ``im2col``: batch innermost, ``(C, *spatial, N)`` (``kernels/conv.py``), the reference and fallback;
 * ``winograd``: F(2x2, 3x3) for 3x3 stride-1 layers (``winograd.py``), in the same layout;
-* ``image``: batch outermost, one image at a time (``kernels/conv_image.py``), for batches of 2 or more;
+* ``image``: batch outermost, one image at a time (``numpy/conv_image.py``), for batches of 2 or more;
 * ``channels_last``: the forward convolution of few output positions (a batch-1 layer on a small map),
   its col matrix built channels last and multiplied by a compiled loop that reads the filter once
-  (``kernels/conv_channels_last.py``).
+  (``numpy/conv_channels_last.py``).
 
 The data gradient chooses between the first two. ``variant`` (the NumPy transformer's ``conv_variant``)
 makes the candidates a layer has; on the layer's first call ``choose`` times them on the call's own
@@ -36,16 +36,15 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from .. import safe_json
-from ..errors import SerializationError
-from ..ir import Op
-from ..ir.conv import ConvArg, activation_roles, filter_roles
-from . import winograd
+from ... import safe_json
+from ...errors import SerializationError
+from ...ir import Op
+from ...ir.conv import ConvArg, activation_roles, filter_roles
+from ..kernels.collective import communicator_of
+from ..kernels.context import Kernel, KernelContext
+from ..kernels.conv import Epilogue, finishing
+from . import conv_channels_last, conv_image, winograd
 from .kernel_cache import cache_dir, make_private
-from .kernels import conv_channels_last, conv_image
-from .kernels.collective import communicator_of
-from .kernels.context import Kernel, KernelContext
-from .kernels.conv import Epilogue, finishing
 from .numba_loader import reference_only
 
 ALGORITHMS = ("im2col", "winograd", "image", "channels_last")
@@ -205,7 +204,7 @@ times the batch) runs im2col without measuring. Such a layer is bound by reading
 Winograd reads 16/9 of them (the transformed ``U``) where im2col reads them once. The measured choice
 had picked Winograd for a batch-1 ResNet-18's 256-channel 2x2 layers (one tile, each timed alone, its
 weights in cache); inside the network they took three times as long as im2col (figures:
-benchmarks/RESULTS.md, "Behind the code: conv_choice.py")."""
+benchmarks/RESULTS.md, "Behind the code: numpy/conv_choice.py")."""
 
 
 UNMEASURED_ORDER = ("winograd", "im2col")

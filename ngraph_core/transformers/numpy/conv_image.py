@@ -10,12 +10,12 @@ gradient sums ``col_n @ dY_nᵀ`` over the images, one sum per worker. The image
 runtime's workers, each with its own buffers.
 
 Which layout a layer computes in is chosen per layer by measurement, with Winograd where it applies
-(``transformers/conv_choice.py``, recorded in ``conv_choices.json``). The data gradient has no
+(``transformers/numpy/conv_choice.py``, recorded in ``conv_choices.json``). The data gradient has no
 per-image form: it stays batch innermost (im2col or Winograd). Batch 1 is the same layout either way,
 so this is not offered there.
 
 Measured before it was written, a NumPy prototype against the im2col kernel with input batch last
-(CHWN) and batch first (NCHW) (figures: benchmarks/RESULTS.md, "Behind the code: kernels/conv_image.py"): the
+(CHWN) and batch first (NCHW) (figures: benchmarks/RESULTS.md, "Behind the code: numpy/conv_image.py"): the
 batch-innermost layout wins most layers, and per image wins small batches, or small channel counts whose
 input comes batch first (an imported model's first layer): the reason to measure per layer.
 """
@@ -28,11 +28,11 @@ from typing import Any
 
 from ...ir import Axes, Op
 from ...ir.conv import ConvArg, activation_roles, filter_roles
-from .. import runtime
-from .context import Kernel, KernelContext, per_object
-from .contraction import is_constant, matmul_for, product_for
-from .conv import filter_matrix, held_filter, is_pointwise, output_lengths, window_view
-from .windows import PaddedCopy
+from ..kernels.context import Kernel, KernelContext, Runner, per_object
+from ..kernels.contraction import is_constant
+from ..kernels.conv import filter_matrix, held_filter, is_pointwise, output_lengths, window_view
+from ..kernels.windows import PaddedCopy
+from . import runtime
 
 
 def applies(x_axes: Axes, xp: Any) -> bool:
@@ -75,10 +75,10 @@ class ImageCols:
         return col.reshape(self.rows, -1)
 
 
-def _gemm(xp: Any, workers: int) -> Any:
+def _gemm(runner: Runner, workers: int) -> Any:
     """The GEMM of a worker's image: the runtime's (split over its workers when big) with one worker, else one
     BLAS call in the worker's thread."""
-    return matmul_for(xp) if workers == 1 else product_for(xp)
+    return runner.matmul() if workers == 1 else runner.product()
 
 
 def conv_into(x: Op, w: Op, arg: ConvArg, dtype: str, kc: KernelContext) -> Kernel:
@@ -91,7 +91,7 @@ def conv_into(x: Op, w: Op, arg: ConvArg, dtype: str, kc: KernelContext) -> Kern
     workers = len(cols.parts)
     results = [((k, cols.positions), dtype)] * workers
     views = kc.scratch().request(cols.specs + results)
-    gemm = _gemm(xp, workers)
+    gemm = _gemm(kc.runner, workers)
     held = held_filter(xp, (), rows, k, groups, dtype, True) if is_constant(w) else None
 
     def conv_image_kernel(out, xv, wv):
@@ -129,7 +129,7 @@ def bprop_filter(op: Op, kc: KernelContext) -> Kernel:
     # per worker: dY of an image (K, positions), its sum (worker 0 sums into the output), one image's product
     extra = [((k, *cols.out_lengths), dtype)] * workers + [((rows, k), dtype)] * (2 * workers)
     views = kc.scratch().request(cols.specs + extra)
-    matmul = _gemm(xp, workers)
+    matmul = _gemm(kc.runner, workers)
 
     def conv_bprop_filter_image_kernel(out, xv, dyv):
         buffers = views()

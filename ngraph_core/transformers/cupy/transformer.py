@@ -12,15 +12,15 @@ are used as they are), and results come back as NumPy arrays, or stay on the dev
 Kernels: the shared ``xp`` kernels run unchanged on CuPy (cuBLAS for ``dot`` and the im2col convolution, CuPy's
 ufuncs and reductions for the rest; ``tests/.../cupy_surface.py`` keeps them within CuPy's API on machines without
 a GPU). What differs is in ``kernel_overrides``: a fused element-wise program is one generated
-``cupy.ElementwiseKernel`` (``cuda_elementwise.py``) instead of one launch per step, and CTC's recursions are CUDA
-kernels with a thread block per example (``cuda_ctc.py``) instead of a Python loop over frames. Convolution: CuPy
+``cupy.ElementwiseKernel`` (``elementwise.py``) instead of one launch per step, and CTC's recursions are CUDA
+kernels with a thread block per example (``ctc.py``) instead of a Python loop over frames. Convolution: CuPy
 14 removed its cuDNN bindings (``cupy.cuda.cudnn`` and ``cupyx.cudnn`` are absent from CuPy 14.2), so convolutions
-and their gradients run through ``nvidia-cudnn-frontend``'s graph API (``cuda_cudnn.py``, the ``conv_variant``),
+and their gradients run through ``nvidia-cudnn-frontend``'s graph API (``cudnn.py``, the ``conv_variant``),
 and as im2col + a cuBLAS GEMM, the shared kernel's method, where it is missing or cannot run a layer
-(``cuda_cudnn.report()`` says which ran and why).
+(``cudnn.report()`` says which ran and why).
 
 GEMMs and CUDA graphs: the kernels' ``xp`` is CuPy with ``matmul`` and ``dot`` replaced
-(``cuda_gemm.py``): cuBLAS called through ctypes on handles of our own, one per stream with its own
+(``gemm.py``): cuBLAS called through ctypes on handles of our own, one per stream with its own
 workspace, because CuPy refuses its own cuBLAS calls while a stream captures. That lets
 ``GraphRunner`` capture a whole training step: each computation is captured as a CUDA graph at its
 second call and replayed from then on, one launch instead of a Python call per op
@@ -43,10 +43,14 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import BackendUnavailableError, UnsupportedOpError
-from ..ir import Op, OpType, owns_buffer
-from . import cuda_ctc, cuda_cudnn, cuda_elementwise, cuda_gemm, cuda_im2col
-from .base import Transformer, register_transformer
+from ...errors import BackendUnavailableError, UnsupportedOpError
+from ...ir import Op, OpType, owns_buffer
+from ..base import Transformer, register_transformer
+from . import ctc as cuda_ctc
+from . import cudnn as cuda_cudnn
+from . import elementwise as cuda_elementwise
+from . import gemm as cuda_gemm
+from . import im2col as cuda_im2col
 
 _NUMPY_HINT = "use make_transformer('numpy') (or backend='auto', which falls back to NumPy)"
 
@@ -93,7 +97,7 @@ class CupyTransformer(Transformer):
             it from then on (``GraphRunner``); a plan that cannot be captured runs eagerly and says why
             (``graph_report()``). Default: the ``NG_CUDA_GRAPHS`` environment variable (``0`` turns it
             off), else on.
-        cublas_gemm: issue the plans' GEMMs to cuBLAS through handles of our own (``cuda_gemm.py``), the
+        cublas_gemm: issue the plans' GEMMs to cuBLAS through handles of our own (``gemm.py``), the
             route a capture can record; False: ``cupy.matmul``, which CuPy refuses under capture.
             Default: the ``NG_CUBLAS_GEMM`` environment variable (``0`` turns it off), else on.
         **options: the ``Transformer`` options (``float_dtype``, ``seed``, ``optimize``, ``profile``...).
@@ -206,7 +210,7 @@ class GraphRunner:
     place by the graph keeps its value between calls and for ``read_variable``), the temporaries the
     kernels allocate come from a memory pool private to this runner (the graph owns them), and the
     GEMMs go to cuBLAS through a handle bound to the capture stream with a workspace of its own
-    (``cuda_gemm.py``). Results are copied out of the recorded buffers every call (to the host, or
+    (``gemm.py``). Results are copied out of the recorded buffers every call (to the host, or
     into fresh device arrays with ``device_arrays=True``): the next replay overwrites those buffers.
 
     Random ops replay correctly: CuPy's generators keep their XORWOW states in device memory, which

@@ -4,7 +4,7 @@ Two thread pools on two cores fight: after every multi-threaded GEMM, OpenBLAS's
 spin (``sched_yield`` in a loop, for ~2^28 cycles, about 0.1 s) and steal the cores our own
 threads need. Measured: two Python threads each running GEMMs after a 2-thread GEMM took
 twice as long with OpenBLAS's workers spinning as with them told to sleep at once (figures:
-benchmarks/RESULTS.md, "Behind the code: runtime.py").
+benchmarks/RESULTS.md, "Behind the code: numpy/runtime.py").
 
 So with ``threads() > 1`` a NumPy transformer calls ``own_cores()`` when it is created: BLAS is
 set to one thread for the process (through threadpoolctl, which works after numpy is loaded),
@@ -13,18 +13,18 @@ through ``run`` and its one pool:
 
 * ``matmul``: a GEMM split by its batch, output columns or rows, one BLAS call per worker.
   Two Python threads calling a one-thread OpenBLAS run in parallel; calls made while OpenBLAS
-  has two threads serialize on its lock (measured: benchmarks/RESULTS.md, "Behind the code: runtime.py").
-* Winograd convolutions split their tile rows (``transformers/winograd.py``);
+  has two threads serialize on its lock (measured: benchmarks/RESULTS.md, "Behind the code: numpy/runtime.py").
+* Winograd convolutions split their tile rows (``transformers/numpy/winograd.py``);
 * im2col convolutions split their output rows, each worker building and multiplying its own col
   blocks; col2im (a strided data gradient) splits the input channels (``kernels/conv.py``);
-* pooling splits the channels (compiled loops, ``transformers/compiled_pool.py``);
+* pooling splits the channels (compiled loops, ``transformers/numpy/compiled_pool.py``);
 * fused element-wise programs from 256K elements split their blocks (``kernels/fused.py``) or, compiled
   (``numba_kernels.py``, the default at that size), the outermost axis of their loop.
 
 Batch-norm statistics stay in the calling thread: split, they measured slower (``kernels/normalization.py``).
 
 Two other designs were measured against this one (``run.py <name> --pairs 3 --threads 2``; figures:
-benchmarks/RESULTS.md, "Behind the code: runtime.py"): GEMMs on BLAS's threads with BLAS at one thread only while
+benchmarks/RESULTS.md, "Behind the code: numpy/runtime.py"): GEMMs on BLAS's threads with BLAS at one thread only while
 our workers run a Winograd section, and ``dot`` on BLAS's threads with convolutions on our workers. Both were
 faster on the MLP (and the LSTM) and a fifth to a half slower on ResNet-20 and the small CNN: OpenBLAS's own
 threads split a lone GEMM better than our hand-off (each part packs its panels alone), so GEMM-bound models lose
@@ -35,7 +35,7 @@ Hence one exception: a computation with no convolution or pooling (an MLP, an RN
 NumPy transformer's ``blas_threads``) runs its big GEMMs as single calls on BLAS's own threads
 (``blas_matmul``: the count raised to the workers' for the call, back to one after). At two threads,
 against splitting them, it made the MLP and LSTM steps faster, and doing it in every computation made
-the small CNN slower (measured: benchmarks/RESULTS.md, "Behind the code: runtime.py").
+the small CNN slower (measured: benchmarks/RESULTS.md, "Behind the code: numpy/runtime.py").
 
 ``NG_THREADS`` sets the count (default: the cores this process may run on, divided among the MPI
 ranks sharing the machine when run under ``mpiexec``: ``local_ranks``). ``NG_THREADS=1`` in a process
@@ -59,14 +59,15 @@ from typing import Any
 
 import numpy as np
 
-from ..distributed import world
+from ...distributed import world
+from ..kernels.context import Runner, split
 from . import narrow_gemm
 
 MIN_PARALLEL_FLOPS = 1 << 23
 """A GEMM below this many multiply-adds runs in one call. A hand-off to a worker and the wait for it cost
 about what half of an 8M multiply-add GEMM takes at one thread; from 2M (the first setting) a batch-1
 ResNet-18 at two threads split its 2-4M multiply-add layers and ran slower than with 8M (measured:
-benchmarks/RESULTS.md, "Behind the code: runtime.py", and the eighth session)."""
+benchmarks/RESULTS.md, "Behind the code: numpy/runtime.py", and the eighth session)."""
 
 _pool: ThreadPoolExecutor | None = None
 _owned = False
@@ -191,13 +192,6 @@ def run(tasks: Sequence[Callable[[], Any]]) -> None:
             future.result()
 
 
-def split(length: int, parts: int) -> list[tuple[int, int]]:
-    """``parts`` contiguous ``(start, stop)`` ranges covering ``range(length)`` (none empty)."""
-    parts = max(1, min(parts, length))
-    bounds = [length * i // parts for i in range(parts + 1)]
-    return [(bounds[i], bounds[i + 1]) for i in range(parts)]
-
-
 def product(a: Any, b: Any, out: Any) -> Any:
     """``out = a @ b``: the compiled loop of ``narrow_gemm`` for 2-4 columns where it takes them, else BLAS."""
     return out if narrow_gemm.run(a, b, out) else np.matmul(a, b, out=out)
@@ -228,3 +222,29 @@ def matmul(a: Any, b: Any, out: Any, workers: int | None = None) -> Any:
         parts = [(a[..., s:e, :], b, out[..., s:e, :]) for s, e in split(m, workers)]
     run([functools.partial(np.matmul, x, y, out=o) for x, y, o in parts])
     return out
+
+
+class NumpyRunner(Runner):
+    """The NumPy transformer's ``Runner`` (``KernelContext.runner``): sections split over this module's workers
+    (``threads``, ``run``), GEMMs through ``matmul`` (split when big), ``blas_matmul`` and ``product``."""
+
+    def threads(self) -> int:
+        return threads()
+
+    def run(self, tasks: Sequence[Callable[[], Any]]) -> None:
+        run(tasks)  # the module's function (a method's body does not see the class's names)
+
+    def matmul(self, size: int | None = None, blas_threads: bool = False) -> Callable[[Any, Any, Any], Any]:
+        """Split over the workers (BLAS at one thread); with ``blas_threads``, a GEMM of a computation with no
+        section of our own, one call on BLAS's threads; a GEMM of ``size`` multiply-adds too small to split,
+        ``numpy.matmul`` straight (no per-call checks: a batch-1 LSTM step has three)."""
+        workers = threads()  # read once, when the kernel is made (no environment lookup per call)
+        if blas_threads and workers > 1 and size is not None and size >= MIN_PARALLEL_FLOPS:
+            return lambda a, b, out: blas_matmul(a, b, out, workers)
+        if size is None or (workers > 1 and size >= MIN_PARALLEL_FLOPS):
+            return lambda a, b, out: matmul(a, b, out, workers)
+        return lambda a, b, out: np.matmul(a, b, out=out)
+
+    def product(self) -> Callable[[Any, Any, Any], Any]:
+        """``product``: a GEMM of 2-4 columns by ``narrow_gemm``'s compiled loop, else BLAS."""
+        return product

@@ -32,7 +32,7 @@ kernel.
   notes (TF32), as the im2col path's cuBLAS GEMMs compute in float32; ``NG_CUDNN_TF32=1`` keeps them.
 * **Epilogue**: a forward kernel's ``conv.Epilogue`` (bias / residual / relu) runs after, with
   ``epilogue.finish``, as the other kernels do. Not fused into the cuDNN graph: on CuPy the fused op's
-  epilogue already is one generated launch (``cuda_elementwise.py``), which does not hand it to the conv head.
+  epilogue already is one generated launch (``elementwise.py``), which does not hand it to the conv head.
 * **Fallback, with reasons**: ``NG_CUDNN=0``, no usable frontend, mixed dtypes, a pointer cuDNN cannot take, no
   plan that builds or an execution cuDNN refuses: im2col runs. ``CHOSEN`` says per layer what runs (``cudnn
   strided, copying w (filter packed)``, ``cudnn nchw, copying x, w (why not strided)``, ``im2col: why``),
@@ -57,9 +57,9 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..ir.conv import ConvArg, activation_roles
-from .kernels.context import Kernel, KernelContext
-from .kernels.conv import Epilogue
+from ...ir.conv import ConvArg, activation_roles
+from ..kernels.context import Kernel, KernelContext
+from ..kernels.conv import Epilogue
 
 FRONTEND = "nvidia-cudnn-frontend==1.24.1"
 ALIGNMENT = 16
@@ -394,7 +394,7 @@ def _record(description: str, text: str, warn: bool) -> None:
     if warn and not _WARNED:
         _WARNED.append(True)
         warnings.warn(f"cuDNN convolution not used for {description}: {text}; running im2col "
-                      "(ngraph_core.transformers.cuda_cudnn.report() lists every layer)", RuntimeWarning, stacklevel=3)
+                      "(ngraph_core.transformers.cupy.cudnn.report() lists every layer)", RuntimeWarning, stacklevel=3)
 
 
 def report() -> str:

@@ -34,9 +34,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..ir import FusedProgram, Op, OpType
-from .kernels.context import Kernel, KernelContext
-from .kernels.fused import program_head, unblocked
+from ...ir import FusedProgram, Op, OpType
+from ..kernels.context import Kernel, KernelContext
+from ..kernels.fused import program_head, unblocked
 
 C_TYPES = {"float32": "float", "float64": "double"}
 """The dtypes a fused program compiles for, and their C types."""
@@ -248,12 +248,12 @@ def fused(op: Op, kc: KernelContext) -> Kernel:
 def elementwise(op: Op, kc: KernelContext) -> Kernel:
     """A lone element-wise op as a one-step generated kernel: one launch where CuPy's ufuncs may take
     several (the shared sigmoid is four launches, and as one generated kernel takes under half their host
-    time: benchmarks/RESULTS.md, "Behind the code: cuda_elementwise.py").
+    time: benchmarks/RESULTS.md, "Behind the code: cupy/elementwise.py").
 
     Ops the generator cannot compile (integer or bool dtypes, mixed source dtypes, steps without a CUDA
     expression) run on the shared kernel.
     """
-    from .kernels import KERNELS
+    from ..kernels import KERNELS
 
     dtype = kc.dtype_of(op)
     program = FusedProgram(steps=((op.op, tuple(("in", i) for i in range(len(op.src)))),))

@@ -36,7 +36,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from ..errors import BackendUnavailableError, NgraphError
+from ...errors import BackendUnavailableError, NgraphError
 
 OP_N, OP_T = 0, 1  # cublasOperation_t
 POINTER_MODE_HOST = 0  # cublasPointerMode_t
@@ -277,7 +277,7 @@ class CublasGemm:
 
 def _check(name: str, status: int) -> None:
     if status:
-        raise CublasError(f"cuda_gemm: {name} returned cuBLAS status {status}; hint: NG_CUDA_GRAPHS=0 runs "
+        raise CublasError(f"cupy/gemm.py: {name} returned cuBLAS status {status}; hint: NG_CUDA_GRAPHS=0 runs "
                           "cupy.matmul instead")
 
 
@@ -345,7 +345,7 @@ def capture_safe(cupy: Any, gemm: CublasGemm) -> types.ModuleType:
     with no kernel changed. Names are copied from a real module (a lookup costs what it did), and
     looked up on ``cupy`` otherwise.
     """
-    module = types.ModuleType("cupy", "cupy, with capture-safe matmul and dot (ngraph_core cuda_gemm)")
+    module = types.ModuleType("cupy", "cupy, with capture-safe matmul and dot (ngraph_core.transformers.cupy.gemm)")
     if isinstance(cupy, types.ModuleType):
         module.__dict__.update({k: v for k, v in vars(cupy).items() if not k.startswith("__")})
     module.__getattr__ = lambda name: getattr(cupy, name)  # PEP 562: names not copied

@@ -38,11 +38,11 @@ from typing import Any
 
 import numpy as np
 
-from ..ir import Op
-from ..ir.conv import PoolArg, activation_roles, pool_window_counts
+from ...ir import Op
+from ...ir.conv import PoolArg, activation_roles, pool_window_counts
+from ..kernels import pool as shared
+from ..kernels.context import Kernel, KernelContext
 from . import runtime
-from .kernels import pool as shared
-from .kernels.context import Kernel, KernelContext
 from .numba_loader import FLOAT_DTYPES, HAVE_NUMBA, load_kernel, reference_only
 
 MIN_SPLIT_ELEMENTS = 1 << 15
@@ -187,7 +187,7 @@ first combined into one row of maxima (whole contiguous rows: the select vectori
 the maximum of its taps of that row. On a 3x3 stride-2 pad-1 max pool at batch 1 the
 batch loops were slowest; a maximum per window tap by tap halved them (not vectorized: the NaN-propagating
 select on stride-2 elements), and the rows combined first took about half as long again (measured:
-benchmarks/RESULTS.md, "Behind the code: compiled_pool.py")."""
+benchmarks/RESULTS.md, "Behind the code: numpy/compiled_pool.py")."""
 
 AVG1_SOURCE = _HEADER + """\
 def k(x, y, c0, c1, fd, fh, fw, sd, sh, sw, pd, ph, pw, cd, ch, cw):

@@ -30,9 +30,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from ..ir import Op, OpType
-from .kernels.context import Kernel, KernelContext
-from .kernels.ctc import NEG, CTCPlan
+from ...ir import Op, OpType
+from ..kernels.context import Kernel, KernelContext
+from ..kernels.ctc import NEG, CTCPlan
 
 _COMMON = """\
 #define NG_NEG (%(neg)r)

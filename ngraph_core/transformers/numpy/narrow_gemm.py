@@ -16,11 +16,11 @@ memory from one block to the next; with four adjacent rows three streams started
 rows took a quarter less time than adjacent ones over the 17 MB of a batch-1 ResNet-18's weights cycled as in an
 inference.
 
-With ``bt`` given transposed (the channels-last col matrix of ``kernels/conv_channels_last.py``) it beat OpenBLAS
+With ``bt`` given transposed (the channels-last col matrix of ``numpy/conv_channels_last.py``) it beat OpenBLAS
 at every column count a small-map convolution has, in cache and with the weights cycled as in an inference; the
 whole cycle of a batch-1 ResNet-18's 20 weight matrices took about 40% less with this loop for every product of 2
 or more columns: BLAS's packed copies of the weights also pushed other layers' weights out of this VM's share of
-the L3 (figures for this module: benchmarks/RESULTS.md, "Behind the code: narrow_gemm.py").
+the L3 (figures for this module: benchmarks/RESULTS.md, "Behind the code: numpy/narrow_gemm.py").
 
 ``runtime.matmul`` calls ``run`` first (2-4 columns, ``b`` as it comes: the loop transposes it); it
 declines (returns False) unless numba imports, ``NG_KERNELS`` is not ``numpy``, the arrays are 2-d NumPy

@@ -38,7 +38,7 @@ on NumPy unless ``COMPILE_LIBM_STEPS`` is set: log/log1p/sin/cos/pow always, exp
 float64. In float32, exp/tanh/sigmoid compile to vectorizable approximations (``VECTOR_MATH``:
 within 3e-7 relative of NumPy's, exact at 0, +-inf, NaN, overflow and underflow): a fused
 ``sigmoid(a) * tanh(b) + exp(0.1 a)`` on 256x32 floats took about 30% less than on NumPy (measured:
-benchmarks/RESULTS.md, "Behind the code: numba_kernels.py").
+benchmarks/RESULTS.md, "Behind the code: numpy/numba_kernels.py").
 
 Memory safety: a generated loop indexes without bounds checks over the coalesced shape of the op's
 output. Before it runs, every operand goes through ``np.broadcast_to`` to that shape and the output
@@ -55,12 +55,12 @@ from typing import Any
 
 import numpy as np
 
-from ..ir import FusedProgram, Op, OpType
+from ...ir import FusedProgram, Op, OpType
+from ..kernels.context import Kernel, KernelContext
+from ..kernels.fused import PARALLEL_MIN_ELEMENTS, program_head
+from ..kernels.fused import fused as numpy_fused
 from . import runtime
 from .kernel_cache import cache_dir as cache_dir  # re-exported: the tests read it here
-from .kernels.context import Kernel, KernelContext
-from .kernels.fused import PARALLEL_MIN_ELEMENTS, program_head
-from .kernels.fused import fused as numpy_fused
 from .numba_loader import FLOAT_DTYPES, HAVE_NUMBA, kernel_set, load_kernel
 
 _UNARY = {
@@ -90,7 +90,7 @@ LIBM_STEPS = frozenset({OpType.EXP, OpType.LOG, OpType.LOG1P, OpType.TANH, OpTyp
 """Steps numba evaluates with one scalar libm call per element: LLVM cannot vectorize them (this llvmlite
 has no SVML), and NumPy's SIMD loops are several times faster: compiled, ``sigmoid(a) * tanh(b) + c`` took
 four times as long as NumPy's blocked kernel, where ``a * b + c * 0.5 - a`` took less (measured:
-benchmarks/RESULTS.md, "Behind the code: numba_kernels.py"). So by default a program with such a step keeps the
+benchmarks/RESULTS.md, "Behind the code: numpy/numba_kernels.py"). So by default a program with such a step keeps the
 NumPy kernel (float32 exp, tanh and sigmoid excepted: ``VECTOR_STEPS_FLOAT32``)."""
 
 VECTOR_STEPS_FLOAT32 = frozenset({OpType.EXP, OpType.TANH, OpType.SIGMOID})
@@ -400,7 +400,7 @@ COMPILED_MIN_ELEMENTS = 1 << 18
 """Under ``NG_KERNELS=auto`` (the default) a fused program over at least this many elements runs compiled.
 
 Measured at 2 threads, default against ``NG_KERNELS=numba``: compiled, the CNN and DCGAN steps were faster and
-ResNet-20's the same (figures: benchmarks/RESULTS.md, "Behind the code: numba_kernels.py"). Their big fused
+ResNet-20's the same (figures: benchmarks/RESULTS.md, "Behind the code: numpy/numba_kernels.py"). Their big fused
 programs (batch-norm and activation epilogues over 400K-4M elements) make several NumPy passes per 64K-element
 block; the compiled loop makes one. Small programs stay on NumPy: there compiling did not pay (the LSTM step took
 the same either way, RESULTS.md), and every distinct program costs a compile on a machine's first run.
