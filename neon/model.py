@@ -11,7 +11,10 @@ twice. The loop itself is ``neon.training.fit_loop``; ``freeze`` between fits ta
 
 **Looking inside.** ``select(query)`` queries the model's graph with a CSS-like selector
 (docs/selectors.md); ``summary()`` tables the layers, parameters and memory plan; ``memory_plot``
-draws a computation's memory plan (``neon/inspection.py`` holds the machinery).
+draws a computation's memory plan. Those methods are the ``ModelInspection`` mixin
+(``neon/model_inspection.py``), which reads the model only through its public methods
+(``inference_graph``, ``inference_computation``, ``training_computations``, ``require_built``,
+``built_batch``); the machinery is in ``neon/selection.py`` and ``neon/summary.py``.
 
 Example:
     >>> model = Model([Affine(512, GlorotUniform(), activation=Rectlin()),
@@ -39,13 +42,13 @@ from .data import ArrayIterator, DataError, dataset_shapes, in_order
 from .data import batch_size as first_batch_size
 from .distributed import DistributedOptimizer, is_distributed, sum_across_ranks
 from .inputs import KINDS, batch_kind, input_placeholders, same_features, split_batch
-from .inspection import TapOwner
 from .layers import Layer, training_mode
 from .layers.base import name_children
 from .layers.recurrent import sequence_lengths
 from .model_inspection import ModelError, ModelInspection
 from .optimizers.groups import rate_signature
 from .saving import CheckpointError, read_checkpoint, variable_keys
+from .selection import TapOwner
 from .training import (
     ComputationCache,
     TrainingOwner,
@@ -111,7 +114,7 @@ class Model(ModelInspection, TrainingOwner, TapOwner):
         self._train = ComputationCache(lambda: (trainable_set(self.layers.variables),
                                                 rate_signature(self.layers.variables)))
         self._evals: dict[tuple, Any] = {}  # (ids of cost/metrics, N, sample shape, y shape) -> comp
-        self._built_batch = 1  # the batch size ``build`` made the graph for (``select`` queries that one)
+        self.built_batch = 1  # the batch size ``build`` made the graph for (``select`` queries that one)
         self.standing_taps = []  # taps put on every graph built (``ModelSelection.tap``)
 
     # -- the transformer and the graphs ------------------------------------------------------------
@@ -175,12 +178,22 @@ class Model(ModelInspection, TrainingOwner, TapOwner):
         """
         if kind is not None:
             self._set_kind(kind)
-        self._inference(batch_size, input_shape)
-        self._built_batch = batch_size
+        self.inference_graph(batch_size, input_shape)
+        self.built_batch = batch_size
 
-    def _inference(self, n: int, shape: Sequence[int] | None = None) -> tuple[tuple[ng.Op, ...], ng.Op]:
-        """The inference graph for ``n`` samples of ``shape``: (input placeholders, output op)."""
-        shape = tuple(shape if shape is not None else self._require_built())
+    def inference_graph(self, n: int, shape: Sequence[int] | None = None) -> tuple[tuple[ng.Op, ...], ng.Op]:
+        """The inference graph for ``n`` samples of ``shape`` (default: the built shape), built once and kept.
+
+        Returns:
+            ``(input placeholders, output op)``: ``(X,)``, or ``(X, lengths)`` for sequences.
+
+        Raises:
+            ModelError: no ``shape`` and the model is not built; the layers' output has no batch axis.
+
+        Example:
+            >>> inputs, y_hat = model.inference_graph(16)
+        """
+        shape = tuple(shape if shape is not None else self.require_built())
         key = (n, shape)
         if key not in self._outputs:
             inputs = self._input(shape, n)
@@ -194,7 +207,12 @@ class Model(ModelInspection, TrainingOwner, TapOwner):
         inputs, y_hat, _ = self._outputs[key]
         return inputs, y_hat
 
-    def _require_built(self, who: str = "") -> tuple[int, ...]:
+    def require_built(self, who: str = "") -> tuple[int, ...]:
+        """The sample shape the model was built for.
+
+        Raises:
+            ModelError: the model has no variables yet (naming ``Model.<who>`` and how to build it).
+        """
         if self.input_shape is None:
             raise ModelError(f"Model{'.' + who if who else ''}: the model has no variables yet; hint: call "
                              "model.build(input_shape) (e.g. model.build((1, 28, 28))), or fit it, or run eval/"
@@ -252,10 +270,14 @@ class Model(ModelInspection, TrainingOwner, TapOwner):
         """
         return unfreeze(self.layers if items is None else items)
 
-    def _inference_computation(self, n: int, shape: Sequence[int] | None = None) -> tuple[Any, ng.Op]:
-        """The compiled inference computation for ``n`` samples of ``shape`` (compiled once, kept), and its output."""
-        inputs, y_hat = self._inference(n, shape)
-        key = (n, tuple(shape if shape is not None else self._require_built()))
+    def inference_computation(self, n: int, shape: Sequence[int] | None = None) -> tuple[Any, ng.Op]:
+        """The compiled inference computation for ``n`` samples of ``shape`` (compiled once, kept), and its output.
+
+        Example:
+            >>> comp, y_hat = model.inference_computation(32); comp.memory_report().arena_bytes
+        """
+        inputs, y_hat = self.inference_graph(n, shape)
+        key = (n, tuple(shape if shape is not None else self.require_built()))
         entry = self._outputs[key]
         if entry[2] is None:
             entry = self._outputs[key] = (inputs, y_hat, self.transformer.computation(y_hat, *inputs,
@@ -381,7 +403,7 @@ class Model(ModelInspection, TrainingOwner, TapOwner):
             key = (id(cost), tuple(id(m) for m in metrics), n, shape, y_shape)
             comp = self._evals.get(key)
             if comp is None:
-                inputs, y_hat = self._inference(n, shape)
+                inputs, y_hat = self.inference_graph(n, shape)
                 yp = self._targets(y_hat, y_shape, n, cost)
                 ops = ([cost(y_hat, yp)] if cost is not None else []) + [m(y_hat, yp) for m in metrics]
                 comp = self._evals[key] = (self.transformer.computation(ops, *inputs, yp, mode="inference"), cost,
@@ -414,7 +436,7 @@ class Model(ModelInspection, TrainingOwner, TapOwner):
         for x, _y in in_order(dataset):
             array, lengths = split_batch(x)
             n, shape = array.shape[-1], array.shape[:-1]
-            comp, y_hat = self._inference_computation(n, shape)
+            comp, y_hat = self.inference_computation(n, shape)
             out = comp(array) if lengths is None else comp(array, lengths)
             chunks.append(np.moveaxis(out, y_hat.axes.index(y_hat.axes.batch_axis), 0))
         return _stack_padded(chunks)
@@ -439,6 +461,19 @@ class Model(ModelInspection, TrainingOwner, TapOwner):
             math.prod(self.input_shape) == math.prod(x.shape[1:]) else None
         return self.get_outputs(ArrayIterator(x, batch_size=batch_size or self._default_batch_size(),
                                               lshape=lshape))
+
+    def training_computations(self) -> dict[tuple, Any]:
+        """The training computations compiled now, by ``(N, sample shape, target shape)``."""
+        return dict(zip(self._train.sizes(), self._train.computations(), strict=True))
+
+    # -- standing taps (``neon.selection.TapOwner``) ------------------------------------------------------
+    def built_graphs(self) -> list[Sequence[ng.Op]]:
+        """The forward graphs built so far whose ops are kept (inference, per batch size)."""
+        return [[y_hat] for _, y_hat, _ in self._outputs.values()]
+
+    def new_tap_invalidates(self) -> None:
+        """Training graphs are not kept: drop their computations, rebuilt (and tapped) at the next step."""
+        self._train.clear()
 
     def _default_batch_size(self) -> int:
         return max(key[0] for key in self._train.sizes()) if self._train else 128
@@ -468,7 +503,7 @@ class Model(ModelInspection, TrainingOwner, TapOwner):
         Example:
             >>> model.save_params("out/mnist_mlp.h5")
         """
-        self.save(path, self._require_built(), [_config(self.layers), {"input_kind": self.input_kind}],
+        self.save(path, self.require_built(), [_config(self.layers), {"input_kind": self.input_kind}],
                   allow_non_finite=allow_non_finite)
 
     def load_params(self, path: str | Path, optimizer_state: bool = True) -> None:

@@ -1,11 +1,12 @@
 """The half of ``Model`` that looks inside it: ``select``, ``summary``, ``memory_plot`` and the
 protocols that ``ng.select``, ``ng.viz.render`` and ``ng.inference`` read a model through.
 
-``ModelInspection`` is a mixin of ``neon.model.Model``: its methods use the model's
-``_inference``/``_inference_computation`` helpers, layers, variables and caches. ``ModelError``
-lives here because both halves of ``Model`` raise it (``neon.model`` re-exports it). The
-machinery behind these methods (layer paths, ``ModelSelection``, standing taps, the summary
-table) is in ``neon/inspection.py``.
+``ModelInspection`` is a mixin of ``neon.model.Model``. It reads the model only through public
+names ``Model`` defines: ``layers``, ``variables``, ``transformer``, ``require_built``,
+``inference_graph``, ``inference_computation``, ``training_computations`` and ``built_batch``.
+``ModelError`` lives here because both halves of ``Model`` and ``neon.saving`` raise it
+(``neon.model`` re-exports it). The machinery behind these methods is in ``neon/selection.py``
+(layer paths, ``ModelSelection``, standing taps) and ``neon/summary.py`` (the summary table).
 
 Example:
     >>> model.build((1, 28, 28), batch_size=32)
@@ -21,7 +22,8 @@ import numpy as np
 
 import ngraph_core as ng
 
-from .inspection import ModelSelection, format_summary, scope_attrs_of
+from .selection import ModelSelection, scope_attrs_of
+from .summary import format_summary
 
 __all__ = ["ModelError", "ModelInspection"]
 
@@ -46,8 +48,8 @@ class ModelInspection:
         Example:
             >>> compiled = ng.inference.compile_for_inference(model, precision="fp16")
         """
-        self._require_built("__ngraph_inference__")
-        inputs, y_hat = self._inference(int(batch_size))
+        self.require_built("__ngraph_inference__")
+        inputs, y_hat = self.inference_graph(int(batch_size))
         values = {v: self.transformer.read_variable(v) for v in ng.ordered_ops([y_hat]) if v.op is ng.OpType.VARIABLE}
         return list(inputs), [y_hat], values
 
@@ -59,7 +61,7 @@ class ModelInspection:
         Only variables outside the output's graph are roots: a root counts as an output of its
         scope, and a tap on a layer must see the layer's output, not its weights.
         """
-        _, y_hat = self._inference(self._built_batch)
+        _, y_hat = self.inference_graph(self.built_batch)
         reached = {id(op) for op in ng.ordered_ops([y_hat])}
         return [y_hat, *(v for v in self.variables if id(v) not in reached)]
 
@@ -91,21 +93,13 @@ class ModelInspection:
             >>> model.select(".bias").set(weight_decay=0)
             >>> handle = model.select("#Affine_1").tap(lambda name, a: print(name, a.shape))
         """
-        self._require_built("select")
+        self.require_built("select")
         return ModelSelection(self, query, self.select_in(self.__ngraph_ops__(), query, unknown_types))
 
     def select_in(self, roots: Sequence[ng.Op], query: str, unknown_types: str = "ignore") -> ng.Selection:
         """``ng.select`` over one of the model's graphs, with layer configs as scope attributes (unknown
         layer types are reported once, by ``select``, not again for every graph a selection reaches)."""
         return ng.select(roots, query, scope_attrs=scope_attrs_of(self.layers), unknown_types=unknown_types)
-
-    def built_graphs(self) -> list[Sequence[ng.Op]]:
-        """The forward graphs built so far whose ops are kept (inference, per batch size)."""
-        return [[y_hat] for _, y_hat, _ in self._outputs.values()]
-
-    def new_tap_invalidates(self) -> None:
-        """Training graphs are not kept: drop their computations, rebuilt (and tapped) at the next step."""
-        self._train.clear()
 
     def summary(self, max_depth: int | None = None) -> str:
         """A table of the layers (indented by depth), their types, output axes and parameter counts, then
@@ -124,9 +118,9 @@ class ModelInspection:
             >>> model.build((1, 28, 28), batch_size=32)
             >>> print(model.summary(max_depth=1))
         """
-        self._require_built("summary")
-        comp, y_hat = self._inference_computation(self._built_batch)
-        return format_summary(self.layers, y_hat, comp.memory_report(), self._built_batch, max_depth)
+        self.require_built("summary")
+        comp, y_hat = self.inference_computation(self.built_batch)
+        return format_summary(self.layers, y_hat, comp.memory_report(), self.built_batch, max_depth)
 
     def memory_plot(self, path: str | Path, which: str = "inference") -> Path:
         """Draw the memory plan of the model's inference or training computation as a PNG (``ng.viz.memory_plot``).
@@ -147,11 +141,11 @@ class ModelInspection:
         """
         if which not in ("inference", "training"):
             raise ModelError(f"Model.memory_plot: expected which='inference' or 'training', received {which!r}")
-        self._require_built("memory_plot")
+        self.require_built("memory_plot")
         if which == "inference":
-            comp, _ = self._inference_computation(self._built_batch)
+            comp, _ = self.inference_computation(self.built_batch)
         else:
-            compiled = dict(zip(self._train.sizes(), self._train.computations()))  # (N, shapes...) -> computation
+            compiled = self.training_computations()  # (N, shapes...) -> computation
             if not compiled:
                 raise ModelError("Model.memory_plot: no training computation is compiled yet; hint: call "
                                  "model.fit(...) first, or plot which='inference'")

@@ -86,8 +86,8 @@ def model_info(model: Model, batch_size: int = 1) -> list[str]:
     lines += _layer_lines(model)
     trainable, total = parameter_counts(model)
     lines.append(f"parameters: {trainable:,} trainable ({total:,} in all {len(model.variables)} variables)")
-    # the inference graph exactly as predict builds it (Model._inference), then compiled once here
-    inputs, y_hat = model._inference(batch_size)
+    # the inference graph exactly as predict builds it (Model.inference_graph), then compiled once here
+    inputs, y_hat = model.inference_graph(batch_size)
     computation = model.transformer.computation(y_hat, *inputs, mode="inference")
     built = ng.ordered_ops([y_hat])
     lines.append(f"inference graph (batch {batch_size}): {len(built)} ops built, {len(computation.graph.order)} after "

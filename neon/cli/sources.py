@@ -76,7 +76,7 @@ def graph_source(source: TrainingOwner | list[ng.Op]) -> Any:
         >>> ng.viz.render(graph_source(load_source("m.h5")), "m.svg")
     """
     if isinstance(source, Model) and not hasattr(source, "__ngraph_ops__"):
-        _, y_hat = source._inference(1)
+        _, y_hat = source.inference_graph(1)
         return [y_hat]
     if isinstance(source, TrainingOwner) and not isinstance(source, Model):
         return list(source.checkpoint_keys()[0].values())

@@ -67,7 +67,7 @@ def test_info_reports_parameters_ops_and_the_memory_plan(saved_model: Path, caps
     assert "parameters: 67 trainable (67 in all 4 variables)" in out  # 4*8+8 + 8*3+3
     assert "Model: epoch 1, samples of shape (4,) (dense)" in out
     model = load_model(saved_model)  # the figures, from the public API
-    inputs, y_hat = model._inference(16)
+    inputs, y_hat = model.inference_graph(16)
     computation = model.transformer.computation(y_hat, *inputs, mode="inference")
     report = computation.memory_report()
     assert (f"inference graph (batch 16): {len(ng.ordered_ops([y_hat]))} ops built, {len(computation.graph.order)} "
