@@ -206,6 +206,9 @@ class Transformer:
     xp: Any = None
     # kernels this backend replaces (a backend overrides only what differs from kernels.KERNELS)
     kernel_overrides: dict[OpType, Any] = {}
+    # the element-wise ops this backend compiles as steps of its generated fused loops (numba, CUDA); a fused
+    # program with any other step runs the shared kernel. Read by ngraph_core/catalog.py, not by the executor
+    compiled_elementwise: frozenset[OpType] = frozenset()
     # the im2col the convolution kernels use (None: the shared one; see KernelContext.im2col)
     im2col: Any = None
     # what a convolution kernel runs instead of im2col (None: im2col; see KernelContext.conv_variant)
@@ -742,6 +745,26 @@ def register_transformer(name: str, factory: Callable[..., Transformer]) -> None
 def transformer_choices() -> list[str]:
     """The registered backend names."""
     return sorted(_REGISTRY)
+
+
+def transformer_factory(name: str) -> Callable[..., Transformer]:
+    """The registered factory of backend ``name`` (its ``Transformer`` class), without making a transformer.
+
+    Returns:
+        the factory ``register_transformer`` was given: for ``"numpy"`` and ``"cupy"``, the class, whose
+        attributes (``kernel_overrides``, ``compiled_elementwise``) say what the backend runs its own way.
+
+    Raises:
+        NgraphError: an unknown backend name.
+
+    Example:
+        >>> transformer_factory("numpy").compiled_elementwise  # read, nothing is built
+    """
+    factory = _REGISTRY.get(name)
+    if factory is None:
+        raise NgraphError(f"transformer_factory: expected one of {transformer_choices()}, received {name!r}; "
+                          "hint: a backend registers itself with register_transformer")
+    return factory
 
 
 def make_transformer(backend: str = "numpy", **options: Any) -> Transformer:

@@ -120,6 +120,7 @@ class CupyTransformer(Transformer):
     kernel_overrides = {**{kind: cuda_elementwise.elementwise for kind in cuda_elementwise.SUPPORTED},
                         OpType.FUSED: cuda_elementwise.fused,
                         OpType.CTC: cuda_ctc.ctc, OpType.CTC_GRAD: cuda_ctc.ctc_grad}
+    compiled_elementwise = cuda_elementwise.SUPPORTED  # the steps a CUDA kernel computes (read by catalog.py)
     # the convolutions' col matrix in one CUDA launch, read through the input's strides
     im2col = staticmethod(cuda_im2col.make_im2col)
     # convolutions and their gradients through cuDNN (nvidia-cudnn-frontend), im2col where it cannot run them

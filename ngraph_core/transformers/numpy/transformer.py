@@ -24,6 +24,7 @@ class NumpyTransformer(Transformer):
     # scans with small bodies: the whole loop one numba function (compiled_scan.py)
     kernel_overrides = {OpType.FUSED: numba_kernels.fused, OpType.POOL: compiled_pool.pool,
                         OpType.POOL_BPROP: compiled_pool.pool_bprop, OpType.SCAN: compiled_scan.scan}
+    compiled_elementwise = numba_kernels.SUPPORTED  # the steps numba compiles (ngraph_core/catalog.py reads it)
     # convolutions: per layer, the measured fastest of im2col, Winograd F(2x2, 3x3), one image at a time and (few
     # output positions) channels last with a compiled GEMM (NG_CONV)
     conv_variant = staticmethod(conv_choice.variant)
