@@ -2,6 +2,7 @@
 
 * every page in ``mkdocs.yml``'s nav exists (in ``docs/``, or one the hooks add from the repository);
 * the command-line page is generated from the current argparse parsers, every subcommand included;
+* the ops page is generated from the op catalog (``ngraph_core/catalog.py``) and explains every column;
 * the architecture page names every floor of ``tests/test_layering.py`` and every pass of the pipelines;
 * every ``docs/<page>.md`` a code comment points to exists;
 * the code quotes no dated measurements (they live in ``benchmarks/RESULTS.md``, which the code points to);
@@ -69,6 +70,16 @@ def test_cli_page_holds_every_subcommand_help() -> None:
         assert f"`{' '.join(path)}`" in reference, f"{' '.join(path)}: no section in the generated CLI page"
     for option in ("--backend", "--distributed", "--select", "--dim"):  # options of today's parsers
         assert option in reference
+
+
+def test_ops_page_is_the_catalog() -> None:
+    hooks = _hooks()
+    from ngraph_core import catalog
+
+    page = hooks.ops_page((DOCS / "ops.md").read_text())
+    assert catalog.table() in page, "docs/ops.md lost the marker the op catalog's matrix replaces"
+    for capability in catalog.NAMES:
+        assert f"| {capability} |" in page, f"docs/ops.md: the column {capability!r} is not explained"
 
 
 def test_architecture_page_is_current() -> None:

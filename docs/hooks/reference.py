@@ -11,6 +11,9 @@
   ``docs/``; mkdocs-jupyter renders the notebooks without executing them (the test suite executes
   them: ``tests/test_walkthrough.py``, ``tests/test_selectors_example.py``).
 
+* ``ops.md``: its ``<!-- ops-table -->`` marker becomes the op x capability matrix of the op catalog
+  (``ngraph_core.catalog.table()``), so the page cannot drift from the code.
+
 ``mkdocs.yml`` names this file under ``hooks:``; ``tests/test_docs.py`` imports it.
 
 Example:
@@ -46,6 +49,7 @@ EXTRA_PAGES = {  # site path -> Markdown file in the repository, outside docs/
 }
 
 FIGURES_MARKER = "<!-- figures-table -->"
+OPS_MARKER = "<!-- ops-table -->"
 
 Command = tuple[tuple[str, ...], argparse.ArgumentParser]
 
@@ -100,6 +104,13 @@ def cli_reference() -> str:
             os.environ["COLUMNS"] = previous
 
 
+def ops_page(markdown: str) -> str:
+    """``docs/ops.md`` with its marker replaced by the op catalog's matrix (``ngraph_core.catalog.table()``)."""
+    if OPS_MARKER not in markdown:
+        raise ValueError(f"docs/ops.md: expected the marker {OPS_MARKER!r} where the op matrix goes")
+    return markdown.replace(OPS_MARKER, importlib.import_module("ngraph_core.catalog").table())
+
+
 @event_priority(100)  # before mkdocs-jupyter's on_files, so the notebooks become pages
 def on_files(files: Files, config: MkDocsConfig) -> Files:
     # a real File rooted at the repository (not File.generated: mkdocs-jupyter's wrapper reads src_dir)
@@ -118,6 +129,8 @@ def on_page_markdown(markdown: str, page: Page, config: MkDocsConfig, files: Fil
         if FIGURES_MARKER not in markdown:
             raise ValueError(f"docs/performance.md: expected the marker {FIGURES_MARKER!r} where the figures go")
         markdown = markdown.replace(FIGURES_MARKER, figures_table(figures.load()))
+    if page.file.src_uri == "ops.md":
+        return ops_page(markdown)
     if page.file.src_uri != "cli.md":
         return markdown
     if MARKER not in markdown:
