@@ -9,6 +9,7 @@ Example:
     $ ngraph viz out/model.h5 -o model.svg --select ".bias"
     $ ngraph convert model.onnx -o model.ngraph --dim N=8
     $ ngraph run model.onnx --input x=batch.npy
+    $ ngraph ops tanh
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from .common import add_subcommand, command_parser, non_negative_int, run_comman
 from .graphs import FORMATS, run_select, run_viz
 from .info import add_info_arguments, run_info
 from .onnx_commands import add_convert_arguments, add_run_arguments, run_convert, run_onnx
+from .op_catalog import add_ops_arguments, run_ops
 
 __all__ = ["build_parser", "main"]
 
@@ -32,11 +34,13 @@ EXAMPLES = """examples:
   ngraph viz graph.json -o graph.svg
   ngraph convert model.onnx -o model.ngraph --dim N=8
   ngraph run model.onnx --input x=batch.npy
+  ngraph ops tanh
   ngraph <command> --help"""
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The ``ngraph`` command's parser (subcommands ``info``, ``select``, ``viz``, ``bench``, ``convert``, ``run``).
+    """The ``ngraph`` command's parser (subcommands ``info``, ``select``, ``viz``, ``bench``, ``convert``, ``run``,
+    ``ops``).
 
     Example:
         >>> build_parser().parse_args(["select", "m.h5", "Affine"]).query
@@ -94,6 +98,12 @@ def build_parser() -> argparse.ArgumentParser:
         "ngraph run model.onnx --input ids=ids.npy --input mask=mask.npy --output out.npz",
     ], run_onnx)
     add_run_arguments(run)
+    ops = add_subcommand(parser, "ops", "Print the op catalog: what each op has (inference, kernel, gradient, fast "
+                         "paths, ONNX) and why it lacks the rest.", [
+        "ngraph ops",
+        "ngraph ops tanh conv",
+    ], run_ops)
+    add_ops_arguments(ops)
     return parser
 
 
