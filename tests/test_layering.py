@@ -10,8 +10,8 @@ functions and under ``TYPE_CHECKING`` too. It fails listing every upward import,
 cycle between subpackages, every import of ``neon`` and every module whose floor is not
 known. Shared transformer code (``transformers/base.py``, ``transformers/kernels/``) and every other
 floor import no backend package (``transformers/numpy/``, ``transformers/cupy/``): backends hand their
-hooks to kernels through the kernel context. Inside each package folder (of ``ngraph_core`` and of ``neon``) it also looks for
-circles between the folder's modules and subpackages; each remaining one must be listed in
+hooks to kernels through the kernel context. Inside each package folder (of ``ngraph_core`` and of
+``neon``) it also looks for circles between the folder's modules and subpackages; each remaining one must be listed in
 ``FOLDER_CYCLES`` with a line saying why it stays. Run it directly for a report:
 ``python tests/test_layering.py``.
 """

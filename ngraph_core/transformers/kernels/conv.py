@@ -445,8 +445,8 @@ def held_filter(xp: Any, index: tuple, rows: int, k: int, groups: int, dtype: st
 
 
 def _variant(kc: KernelContext, kind: str, kernel: Kernel, *args: Any, epilogue: Epilogue | None = None) -> Kernel:
-    """``kernel``, or what the backend's ``conv_variant`` runs instead (``transformers/numpy/conv_choice.py``); a forward
-    kernel's ``epilogue`` goes with it (``kernel`` already applies it)."""
+    """``kernel``, or what the backend's ``conv_variant`` runs instead (``transformers/numpy/conv_choice.py``); a
+    forward kernel's ``epilogue`` goes with it (``kernel`` already applies it)."""
     return kernel if kc.conv_variant is None else kc.conv_variant(kind, kernel, kc, *args, epilogue=epilogue)
 
 
