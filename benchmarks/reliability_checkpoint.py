@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "tests" / "neon")]
 
 import ngraph_core as ng  # noqa: E402
-from neon import saving  # noqa: E402
+from neon import checkpoint_file  # noqa: E402
 from neon.saving import CheckpointData, CheckpointError, read_checkpoint, write_checkpoint  # noqa: E402
 
 HANG_SECONDS = 15.0
@@ -128,8 +128,9 @@ def measure_hostile(path: Path) -> dict:
     result = json.loads(done.stdout) if done.returncode == 0 else {"outcome": f"other: {done.stderr[-200:]}"}
     size = path.stat().st_size
     with tempfile.TemporaryDirectory() as out:
-        memory = max(saving.MEMORY_FLOOR, (512 << 20) + 4 * size)
-        subprocess.run(saving._reader_command(path, Path(out), memory), env=saving._reader_env(), timeout=120,
+        memory = max(checkpoint_file.MEMORY_FLOOR, (512 << 20) + 4 * size)
+        subprocess.run(checkpoint_file._reader_command(path, Path(out), memory), env=checkpoint_file._reader_env(),
+                       timeout=120,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
         report = next(Path(out).glob("*.json"), None)
         result["child"] = json.loads(report.read_text()).get("peak_rss_kib") if report else None

@@ -34,9 +34,8 @@ from typing import Any
 
 import ngraph_core as ng
 from neon.layers import LSTM, Affine, BatchNorm, Conv, Flatten, LookupTable, Pool, RecurrentSum, Unflatten
-from neon.loading import load_model
 from neon.model import Model
-from neon.saving import CheckpointData, read_checkpoint, write_checkpoint
+from neon.saving import CheckpointData, load_model, read_checkpoint, write_checkpoint
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from reliability_loaders import mutate_json  # noqa: E402 - a sibling script, not a package

@@ -30,7 +30,7 @@ from neon.data.text import Vocabulary
 from neon.layers import Layer
 from neon.layers.cells import RNNCell
 from neon.layers.serialization import short_repr
-from neon.saving import CheckpointError, read_checkpoint, variable_keys
+from neon.saving import CheckpointError, load_params
 from neon.training import TrainingOwner, bind_optimizer, default_backend, fit_loop
 
 
@@ -159,7 +159,6 @@ class CharModel(TrainingOwner):
         self.history = History()
         self.stop_training = False
         self.optimizer: Any = None
-        self._transformer: Any = None
         self._steps: dict[tuple[Any, ...], Any] = {}
         self._inference: dict[tuple[Any, ...], Any] = {}
 
@@ -239,17 +238,12 @@ class CharModel(TrainingOwner):
                         resume_from=resume_from, progress=progress, end_epoch=end_epoch,
                         who=f"{type(self).__name__}.fit")
 
-    def checkpoint_keys(self) -> tuple[dict[str, ng.Op], dict[str, ng.Op]]:
-        state = list(getattr(self.optimizer, "state_variables", [])) if self.optimizer is not None else []
-        params, opt = variable_keys(self.variables, state)
-        return params, opt
-
     def config(self) -> dict[str, Any]:
         """Plain data describing the model (written into checkpoints)."""
         return {"class_name": type(self).__name__}
 
     def save_params(self, path: str | Path, allow_non_finite: bool = False) -> None:
-        """Weights, optimizer state, epoch and history to HDF5, atomically (``TrainingOwner.save``); weights
+        """Weights, optimizer state, epoch and history to HDF5, atomically (``neon.saving``); weights
         holding NaN or inf are refused (``CheckpointError``) unless ``allow_non_finite``."""
         self.ensure_built()
         self.save(path, (), [self.config()], allow_non_finite=allow_non_finite)
@@ -261,7 +255,7 @@ class CharModel(TrainingOwner):
             CheckpointError: a file of another architecture (nothing is written then).
         """
         self.ensure_built()
-        self.restore(path, read_checkpoint(Path(path)), optimizer_state)
+        load_params(self, path, optimizer_state)
 
 
 def record_vocabulary(record: Mapping[str, Any]) -> Vocabulary:

@@ -8,8 +8,8 @@ Example:
 
 from . import distributed
 from .containers import Sequential
-from .loading import load_model
 from .model import Model
+from .saving import load_model
 
 __version__ = "0.1.0"  # the ngraph-neon distribution's version (setup.cfg), shared with ngraph_core
 

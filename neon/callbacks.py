@@ -46,7 +46,7 @@ from typing import Any, TextIO
 
 import ngraph_core as ng
 
-from .saving import atomic_path
+from .atomic_files import atomic_path
 
 
 class CallbackError(ng.NgraphError, ValueError):

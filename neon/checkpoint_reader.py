@@ -1,7 +1,7 @@
 """The checkpoint reader that runs in a child process, and the field checks both processes share.
 
 HDF5 is a large C library: a damaged file can make it crash, hang or allocate without bound.
-So ``neon.saving.read_checkpoint`` never opens a user's file with h5py itself; it runs this
+So ``read_checkpoint`` (``neon/checkpoint_file.py``) never opens a user's file with h5py itself; it runs this
 file as a script (``python -P checkpoint_reader.py FILE OUT_DIR MEMORY_LIMIT``) under a
 timeout. The child first limits itself (address space, output file size, no core dump, no
 HDF5 filter plugins), then checks the whole structure before reading any data:

@@ -45,11 +45,12 @@ from .callbacks import Callback, History
 from .containers import Sequential
 from .costs import CrossEntropyBinary
 from .data import DataError, dataset_shapes
+from .inputs import sample_placeholder
 from .layers import Layer, training_mode
 from .layers.base import name_children
 from .layers.serialization import deserialize_layer, serialize_layer
 from .model import ModelError
-from .saving import CheckpointError, read_checkpoint, variable_keys
+from .saving import CheckpointError, load_params
 from .training import (
     ComputationCache,
     TrainingOwner,
@@ -57,7 +58,6 @@ from .training import (
     default_backend,
     fit_loop,
     graph_updates,
-    sample_placeholder,
     trainable_set,
 )
 
@@ -112,7 +112,6 @@ class GAN(TrainingOwner):
         self.stop_training = False
         self.d_optimizer: Any = None
         self.g_optimizer: Any = None
-        self._transformer: Any = None
         self._d_steps = ComputationCache(lambda: trainable_set(self.discriminator.variables))
         self._g_steps = ComputationCache(lambda: trainable_set(self.generator.variables))
         self._generate: dict[int, tuple[Any, ng.Op]] = {}
@@ -314,13 +313,6 @@ class GAN(TrainingOwner):
         return np.concatenate(chunks, axis=0)
 
     # -- checkpoints -------------------------------------------------------------------------------------
-    def checkpoint_keys(self) -> tuple[dict[str, ng.Op], dict[str, ng.Op]]:
-        state: list[ng.Op] = []
-        for opt in (self.d_optimizer, self.g_optimizer):
-            if opt is not None:
-                state += list(getattr(opt, "state_variables", []))
-        return variable_keys(self.variables, state)
-
     def save_params(self, path: str | Path, allow_non_finite: bool = False) -> None:
         """Both networks' weights, both optimizers' state, the epoch and the history, to HDF5 (atomic).
 
@@ -390,13 +382,14 @@ class GAN(TrainingOwner):
         Example:
             >>> gan.set_optimizers(Adam(2e-4), Adam(2e-4)); gan.load_params("gan.h5")
         """
-        path = Path(path)
-        data = read_checkpoint(path)
+        load_params(self, path, optimizer_state, build=self._build_for_checkpoint)
+
+    def _build_for_checkpoint(self, path: Path, data: Any) -> None:
+        """Build an unbuilt GAN for the sample shape the checkpoint records."""
         if self.sample_shape is None:
             if data.input_shape is None:
                 raise CheckpointError(f"{path}: records no sample shape")
             self.build(tuple(data.input_shape))
-        self.restore(path, data, optimizer_state)
 
     def __repr__(self) -> str:
         return f"GAN(generator={self.generator!r}, discriminator={self.discriminator!r}, noise_dim={self.noise_dim})"

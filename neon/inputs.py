@@ -3,7 +3,7 @@
 A dataset yields ``(x, y)`` batches, batch axis last. ``x`` is either
 
 * ``"dense"``: an array ``(features..., N)`` (``ArrayIterator``, ``ImageIterator``): the input
-  placeholder's axes are named C/H/W (or F...), then ``N`` (``training.sample_placeholder``);
+  placeholder's axes are named C/H/W (or F...), then ``N`` (``sample_placeholder``);
 * ``"frames"``: a pair ``(array [F, T, N] float, lengths [N] int)`` (``SequenceIterator`` of
   feature frames): axes ``F, REC, N``;
 * ``"tokens"``: a pair ``(array [T, N] int, lengths [N] int)`` (``SequenceIterator`` of token
@@ -21,6 +21,7 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -28,9 +29,16 @@ import numpy as np
 import ngraph_core as ng
 
 from .data import DataError
-from .training import sample_placeholder
 
 KINDS = ("dense", "frames", "tokens")
+FEATURE_AXIS_NAMES = {1: ("F",), 2: ("H", "W"), 3: ("C", "H", "W"), 4: ("C", "D", "H", "W")}
+
+
+def sample_placeholder(shape: Sequence[int], n: int) -> ng.Op:
+    """The input placeholder for ``n`` samples of ``shape``: feature axes named C/H/W (or F...), then ``N``."""
+    names = FEATURE_AXIS_NAMES.get(len(shape), tuple(f"D{i}" for i in range(len(shape))))
+    axes = [ng.make_axis(length, name) for length, name in zip(shape, names, strict=True)]
+    return ng.placeholder([*axes, ng.make_axis(n, "N")], name="X")
 
 
 def split_batch(x: Any) -> tuple[np.ndarray, np.ndarray | None]:

@@ -41,13 +41,14 @@ from .callbacks import Callback, History
 from .data import ArrayIterator, DataError, dataset_shapes, in_order
 from .data import batch_size as first_batch_size
 from .distributed import DistributedOptimizer, is_distributed, sum_across_ranks
-from .inputs import KINDS, batch_kind, input_placeholders, same_features, split_batch
+from .inputs import KINDS, batch_kind, input_placeholders, same_features, sample_placeholder, split_batch
 from .layers import Layer, training_mode
 from .layers.base import name_children
 from .layers.recurrent import sequence_lengths
 from .model_inspection import ModelError, ModelInspection
 from .optimizers.groups import rate_signature
-from .saving import CheckpointError, read_checkpoint, variable_keys
+from .registry import register_layers_model
+from .saving import CheckpointError, load_params
 from .selection import TapOwner
 from .training import (
     ComputationCache,
@@ -57,7 +58,6 @@ from .training import (
     fit_loop,
     freeze,
     graph_updates,
-    sample_placeholder,
     trainable_set,
     unfreeze,
 )
@@ -106,7 +106,6 @@ class Model(ModelInspection, TrainingOwner, TapOwner):
         self.history = History()
         self.stop_training = False
         self.optimizer: Any = None
-        self._transformer: Any = None
         # (N, sample shape) -> (inputs, y_hat, computation or None); sequences: inputs = (X, lengths)
         self._outputs: dict[tuple, tuple[tuple[ng.Op, ...], ng.Op, Any]] = {}
         # (N, sample shape, y shape) -> training computation, for one (cost, optimizer), one set of
@@ -479,16 +478,11 @@ class Model(ModelInspection, TrainingOwner, TapOwner):
         return max(key[0] for key in self._train.sizes()) if self._train else 128
 
     # -- checkpoints ------------------------------------------------------------------------------------
-    def checkpoint_keys(self) -> tuple[dict[str, ng.Op], dict[str, ng.Op]]:
-        state = list(getattr(self.optimizer, "state_variables", [])) if self.optimizer is not None else []
-        params, opt = variable_keys(self.variables, state)
-        return params, opt
-
     def save_params(self, path: str | Path, allow_non_finite: bool = False) -> None:
         """Save the weights, the optimizer state, the epoch and the history to HDF5, atomically.
 
-        See ``neon/saving.py`` for the layout; keys are scope paths like
-        ``Sequential_0/Affine_1/Linear_0/W``.
+        Written by ``neon.saving.save_checkpoint`` (``neon/checkpoint_file.py`` has the layout); keys
+        are scope paths like ``Sequential_0/Affine_1/Linear_0/W``.
 
         Args:
             path: the checkpoint to write.
@@ -525,19 +519,24 @@ class Model(ModelInspection, TrainingOwner, TapOwner):
         Example:
             >>> model.load_params("out/mnist_mlp.h5")
         """
-        path = Path(path)
-        data = read_checkpoint(path)
-        if not self.built:
-            if data.input_shape is None:
-                raise CheckpointError(f"{path}: records no input shape; hint: build the model first "
-                                      "(model.build(input_shape))")
-            kinds = [m.get("input_kind") for m in data.model[1:] if isinstance(m, dict)]
-            kind = kinds[0] if kinds and kinds[0] in KINDS else "dense"
-            self.build(data.input_shape, kind=kind)
-        self.restore(path, data, optimizer_state)
+        load_params(self, path, optimizer_state, build=self._build_for_checkpoint)
+
+    def _build_for_checkpoint(self, path: Path, data: Any) -> None:
+        """Build an unbuilt model for the input shape and kind the checkpoint records."""
+        if self.built:
+            return
+        if data.input_shape is None:
+            raise CheckpointError(f"{path}: records no input shape; hint: build the model first "
+                                  "(model.build(input_shape))")
+        kinds = [m.get("input_kind") for m in data.model[1:] if isinstance(m, dict)]
+        kind = kinds[0] if kinds and kinds[0] in KINDS else "dense"
+        self.build(data.input_shape, kind=kind)
 
     def __repr__(self) -> str:
         return f"Model({self.layers!r})"
+
+
+register_layers_model(Model)  # neon.load_model builds a Model around a file's layer configs
 
 
 # -- helpers ---------------------------------------------------------------------------------------------

@@ -3,7 +3,9 @@
 Activations, initializers and layers are found from a name (``"relu"``, ``"GlorotUniform"``)
 or a ``{"class_name", "config"}`` dict; this module holds that logic once. Model classes
 (``Model``'s siblings: ``GAN``, ``DQNAgent``, the character models) register themselves under the
-name their checkpoints record, so ``neon.load_model`` can rebuild any file the project writes.
+name their checkpoints record, so ``neon.load_model`` can rebuild any file the project writes;
+``Model`` itself, whose files' first record is a layer config, registers as the layers model
+(``layers_model_class``), so ``neon.saving`` rebuilds every model class without importing one.
 """
 
 from __future__ import annotations
@@ -103,3 +105,31 @@ def model_classes() -> dict[str, type]:
     """Every registered model class by record name (after importing ``MODEL_MODULES``)."""
     model_class("")
     return dict(_MODEL_CLASSES)
+
+
+# the class that rebuilds files whose first model record is a layer config: ``neon.model`` registers ``Model``
+_LAYERS_MODEL: list[type] = []
+
+
+def register_layers_model(cls: type[T]) -> type[T]:
+    """Register ``cls`` as the class ``neon.load_model`` builds around a file's layers (``Model``).
+
+    Example:
+        >>> register_layers_model(Model)   # neon.model does this once
+    """
+    _LAYERS_MODEL[:] = [cls]
+    return cls
+
+
+def layers_model_class() -> type:
+    """The class registered by ``register_layers_model`` (``neon.model.Model``; imported on first use).
+
+    Example:
+        >>> layers_model_class()
+        <class 'neon.model.Model'>
+    """
+    if not _LAYERS_MODEL:
+        from importlib import import_module
+
+        import_module("neon.model")
+    return _LAYERS_MODEL[0]

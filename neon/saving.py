@@ -1,334 +1,219 @@
-"""Checkpoints in HDF5 (h5py): weights keyed by scope path, optimizer state, epoch — written atomically.
+"""Saving and loading models — every model class the project has (``Model``, ``GAN``, ``DQNAgent``,
+``model_zoo``'s ``CharLM`` and ``Seq2Seq``) saves and loads through this module.
 
-Layout of a checkpoint file (``FORMAT_VERSION`` 1)::
+* **What a model contributes.** Its checkpoint keys (``checkpoint_keys``: ``checkpoint_keys(variables,
+  optimizers)`` here for most), its first model record (plain data: layer configs and settings,
+  passed to ``save_checkpoint``), its random streams (``random_streams``/``restore_random_streams``)
+  and, to be rebuilt by ``load_model``, a ``from_record`` classmethod (``neon.registry``).
+* **Saving** — ``save_checkpoint(owner, ...)``: the weights (refused when they hold NaN or inf
+  unless ``allow_non_finite``), the optimizers' state, the epoch, the history, the model record and
+  the random streams, written atomically.
+* **Loading into a model** — ``restore_checkpoint(owner, ...)`` checks every field against the model
+  before anything is written; ``load_params(owner, path, ...)`` reads the file, lets the model build
+  itself from it when it has no variables yet, then restores. ``fit(resume_from=...)`` restores
+  through the model's ``restore``, which calls ``restore_checkpoint``.
+* **Loading a whole model** — ``load_model(path)``: no code that rebuilds the layers (below).
 
-    /                      attrs: format="ngraph-neon-params", format_version=1, and meta: JSON of
-                           epoch (epochs completed), input_shape (one sample's shape), history
-                           (per-epoch values) and model (the layers' configs), with meta_crc32;
-                           rng: JSON of random-number states, with rng_crc32
-    /params/<key>          one dataset per model variable, e.g. params/Sequential_0/Affine_1/Linear_0/W
-    /optimizer/<key>       one dataset per optimizer state variable (momentum, Adam moments...)
+The file format (HDF5 layout, atomic writes, checksums) is ``neon/checkpoint_file.py``, whose
+names are re-exported here; reading an untrusted file is ``neon/checkpoint_reader.py``, a separate
+low-level reader run in a child process (HDF5 never parses a user's file in this process).
 
-Every dataset carries a ``crc32`` attribute of its bytes, ``meta`` and ``rng`` their crc32, so
-a damaged file is reported, never loaded as garbage.
+**load_model.** ``Model.save_params`` writes, besides the weights, the layers' configs
+(``meta.model[0]``: ``{"class_name", "config"}`` as ``serialize_layer`` gives it), the input kind
+(``meta.model[1]``), one sample's shape and the epoch. ``load_model`` reads the file once (in
+the sandboxed reader), rebuilds the layers with ``deserialize_layer``, builds the model for the
+recorded input shape and kind, and writes the weights, epoch and history into it (the model's
+``restore``, as ``Model.load_params`` does). The optimizer is not part of a model's config, so its
+state stays in the file: pass ``resume_from=`` to ``fit`` to continue training with it.
 
-A key is the variable's scope path (the layers that created it) and its name. Layer names
-are relative to their parent (``<Kind>_<k>`` counting same-class siblings, or the user's), so
-the same architecture gives the same keys in any process, however many models were built
-before it — no renumbering at save or load time.
+**Sizes are checked before anything is built.** A file's layer configs are untrusted: a config
+saying ``nout=2**32`` must not make this process allocate 2**32 rows. Before any layer is
+built, every size-like field of every config (``nout``, ``vocab_size``, ``embedding_dim``,
+``fshape``, ``strides``, ``shape``...) must be ints in ``[1, max_elements]`` (padding
+``[0, max_elements]``) and one input sample at most ``max_elements`` elements (a sequence at most
+``MAX_STEPS`` steps). The layers are then built *for their shapes only*
+(``neon.initializers.shapes_only``: no initial value is filled or allocated), and the variables
+they would hold must each have at most ``max_elements`` elements, together at most
+``max_parameters``, and exactly the shapes the file stores; only then are the stored weights
+written in (they replace every value, so no initializer ever runs). A config that disagrees with
+its weights thus costs no more memory than the weights themselves.
 
-Writes build the file in memory (up to ``IMAGE_LIMIT``), then write it to a temporary file in
-the target's directory and ``os.replace`` it (``neon.atomic_files``): a failed or interrupted save
-leaves any previous file untouched, a full disk is a ``CheckpointError``, and temporary files of
-killed saves are removed by the next save.
+**Other model classes.** A ``GAN``, a ``DQNAgent`` and ``model_zoo``'s ``Seq2Seq`` and ``CharLM``
+write their own first model record (``{"class_name": "GAN", "noise_dim", "generator", ...}``).
+Each such class registers itself (``TrainingOwner.from_record``, ``neon.registry``) and is found
+by the record's name; its record passes the same size checks (its layer configs, and its own
+size fields such as ``hidden`` or ``noise_dim``), ``from_record`` builds it for its shapes only,
+and its variables are checked against the bounds and the stored weights before any is written.
+A file of an older format, or of a class that cannot rebuild itself, is a ``CheckpointError``
+saying how to load it in code. ``Model`` itself is found through the registry too
+(``layers_model_class``), so this module imports no model class.
 
-Reads never open the file with h5py in this process: a child process
-(``neon/checkpoint_reader.py``) checks the structure, reads and verifies every dataset under a
-timeout and a memory limit, and hands back plain arrays and checked JSON fields. A file that
-makes HDF5 crash, hang or allocate without bound is a ``CheckpointError``, never a dead process.
+Example:
+    >>> model.save_params("out/mnist_mlp.h5")          # save_checkpoint(model, ...)
+    >>> model = load_model("out/mnist_mlp.h5")
+    >>> model.predict(X_test).argmax(axis=1)
 """
 
 from __future__ import annotations
 
-import io
-import json
-import os
-import shutil
-import signal
-import subprocess
-import sys
-import tempfile
-import zlib
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+import math
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-import h5py
 import numpy as np
 
 import ngraph_core as ng
-from ngraph_core import safe_json
 
-from . import checkpoint_reader as reader
-from .atomic_files import atomic_path, remove_stale_temporaries
+from .callbacks import History
+from .checkpoint_file import (
+    CheckpointData,
+    CheckpointError,
+    atomic_path,
+    check_checkpoint_data,
+    read_checkpoint,
+    remove_stale_temporaries,
+    variable_keys,
+    write_checkpoint,
+)
+from .initializers import shapes_only
+from .inputs import KINDS
+from .layers import Layer, LayerError, deserialize_layer, layer_classes
+from .layers.serialization import short_repr
+from .model_inspection import ModelError
+from .registry import layers_model_class, model_class, model_classes
 
-__all__ = ["CheckpointData", "CheckpointError", "atomic_path", "check_checkpoint_data", "check_entries",
-           "read_checkpoint", "remove_stale_temporaries", "variable_keys", "write_checkpoint"]
-
-FORMAT = "ngraph-neon-params"
-FORMAT_VERSION = 1
-GROUPS = reader.GROUPS
-READ_TIMEOUT = 10.0  # seconds for the reader, plus READ_SECONDS_PER_BYTE of the file's size
-READ_SECONDS_PER_BYTE = 1 / (20 << 20)
-MEMORY_FLOOR = 1 << 30  # the reader's address space: this, or 512 MiB + 4x the file size if more
-IMAGE_LIMIT = 512 << 20  # checkpoints up to this size are built in memory, then written with plain I/O
-HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
-_READER_HINT = "hint: the checkpoint is damaged — use another checkpoint"
-
-
-class CheckpointError(ng.NgraphError, ValueError):
-    """A checkpoint that cannot be written, read, or does not fit the model (names the file and key)."""
-
-
-@dataclass
-class CheckpointData:
-    """What a checkpoint holds: arrays by key per group, and the file's attributes (``rng``: random states, JSON)."""
-
-    params: dict[str, np.ndarray] = field(default_factory=dict)
-    optimizer: dict[str, np.ndarray] = field(default_factory=dict)
-    epoch: int = 0
-    input_shape: tuple[int, ...] | None = None
-    history: dict[str, list] = field(default_factory=dict)
-    model: list[Any] = field(default_factory=list)
-    rng: dict[str, Any] = field(default_factory=dict)
+__all__ = ["MAX_ELEMENTS", "MAX_PARAMETERS", "MAX_STEPS", "CheckpointData", "CheckpointError", "atomic_path",
+           "check_checkpoint_data", "check_config_sizes", "check_entries", "checkpoint_keys", "load_model",
+           "load_params", "read_checkpoint", "remove_stale_temporaries", "restore_checkpoint", "save_checkpoint",
+           "variable_keys", "weights_finite", "write_checkpoint"]
 
 
-# -- keys -------------------------------------------------------------------------------------------------
-def variable_keys(*groups: Sequence[ng.Op]) -> list[dict[str, ng.Op]]:
-    """A key per variable for each group of variables (model variables, optimizer state...).
+# -- what a model saves ------------------------------------------------------------------------------------
+def checkpoint_keys(variables: Sequence[ng.Op], optimizers: Iterable[Any]) -> tuple[dict[str, ng.Op],
+                                                                                      dict[str, ng.Op]]:
+    """Checkpoint key -> variable for the model's ``variables``, then for the state of its ``optimizers``.
 
-    The key is ``<scope path>/<name>``. Layer names are relative to their parents
-    (``neon.layers.base``), so the same architecture gives the same keys in any process,
-    however many models were built before it; optimizer state is named
-    ``<variable path>/<slot>`` inside the optimizer's scope
-    (``GradientDescentMomentum/Sequential_0/Affine_0/Linear_0/W/velocity``). A variable
-    named ``<its last scope>/<rest>`` is keyed ``<scope path>/<rest>``. Two variables that
-    would get the same key get ``_1``, ``_2``... suffixes, in order.
+    Keys are ``variable_keys`` (scope paths); the optimizers' state variables (``state_variables``)
+    are keyed after the weights, in the optimizers' order (None entries are skipped).
 
     Example:
-        >>> params, state = variable_keys(model.variables, optimizer.state_variables)
+        >>> params, state = checkpoint_keys(model.variables, [model.optimizer])
     """
-    taken: set[str] = set()
-    out = []
-    for group in groups:
-        keys: dict[str, ng.Op] = {}
-        for var in group:
-            path = [entry.name for entry in var.meta.scope]
-            own = var.meta.name or "variable"
-            name = own[len(path[-1]) + 1:] if path and own.startswith(path[-1] + "/") else own
-            base = "/".join(_clean(part) for part in [*path, *name.split("/")])
-            key, k = base, 0
-            while key in taken:
-                k += 1
-                key = f"{base}_{k}"
-            taken.add(key)
-            keys[key] = var
-        out.append(keys)
-    return out
+    state: list[ng.Op] = []
+    for opt in optimizers:
+        if opt is not None:
+            state += list(getattr(opt, "state_variables", []))
+    params, opt_keys = variable_keys(variables, state)
+    return params, opt_keys
 
 
-def _clean(part: str) -> str:
-    """A name usable as one HDF5 path element."""
-    return "_" if part in ("", ".", "..") else part
-
-
-# -- checks of the fields, before anything is written (to a file or into a model) ---------------------------
-def check_checkpoint_data(path: str | Path, data: CheckpointData) -> CheckpointData:
-    """Check every field of ``data``: arrays by str key, epoch, input shape, history, model, rng.
-
-    ``read_checkpoint`` returns checked data; ``TrainingOwner.restore`` calls this again for data
-    built elsewhere, so that nothing is written into a model from a bad field.
-
-    Returns:
-        ``data``.
-
-    Raises:
-        CheckpointError: naming the file and the first bad field.
-
-    Example:
-        >>> check_checkpoint_data("model.h5", CheckpointData(epoch=-1))  # CheckpointError: epoch is -1...
-    """
-    try:
-        for group in GROUPS:
-            arrays = getattr(data, group)
-            if not isinstance(arrays, dict):
-                raise reader.ReadFailure(f"{group} is {type(arrays).__name__}, expected a dict of arrays")
-            for key, array in arrays.items():
-                if not isinstance(key, str) or not isinstance(array, np.ndarray) or \
-                        array.dtype.kind not in reader.DTYPE_KINDS:
-                    raise reader.ReadFailure(f"{group}/{str(key)[:60]} is not a numeric array keyed by str")
-        reader.check_int(data.epoch, "epoch", 0, 2**31)
-        if data.input_shape is not None:
-            if not isinstance(data.input_shape, tuple):
-                raise reader.ReadFailure(f"input_shape is {type(data.input_shape).__name__}, expected a tuple")
-            for n in data.input_shape:
-                reader.check_int(n, "an input_shape size", 1, 2**31)
-        reader.check_history(data.history)
-        if not isinstance(data.model, list):
-            raise reader.ReadFailure(f"model is {type(data.model).__name__}, expected a list of layer configs")
-        reader.check_rng(data.rng)
-    except reader.ReadFailure as exc:
-        raise CheckpointError(f"{path}: {exc}; hint: the checkpoint is damaged or was not written by "
-                              "neon's save_params") from None
-    return data
-
-
-# -- write ------------------------------------------------------------------------------------------------
-def write_checkpoint(path: str | Path, data: CheckpointData) -> None:
-    """Write ``data`` to ``path`` atomically (see the module docstring for the layout).
-
-    Temporary files of earlier saves of ``path`` that were killed are removed first.
-
-    Raises:
-        CheckpointError: the file cannot be written — no space, no permission, a read-only
-            file system, an I/O error — or ``data.rng`` is not JSON; the previous file, if any,
-            is unchanged and no temporary file is left.
-
-    Example:
-        >>> write_checkpoint("out/model.h5", CheckpointData(params={"Affine_0/W": w}, epoch=3))
-    """
-    path = Path(path)
-    groups = {name: {key: np.asarray(a, order="C") for key, a in getattr(data, name).items()} for name in GROUPS}
-    meta = json.dumps({"epoch": int(data.epoch), "history": data.history, "model": data.model,
-                       "input_shape": None if data.input_shape is None else list(data.input_shape)}, default=repr)
-    try:
-        rng = json.dumps(reader.check_rng(data.rng))
-    except reader.ReadFailure as exc:
-        raise CheckpointError(f"{path}: cannot write the checkpoint: {exc}") from None
-    size = sum(a.nbytes + 4096 for arrays in groups.values() for a in arrays.values()) + len(meta) + len(rng) + 65536
-    try:
-        free = shutil.disk_usage(path.parent if path.parent.is_dir() else Path.cwd()).free
-        if free < size:  # fail before HDF5 meets a full disk
-            raise OSError(28, f"No space left on device (about {size >> 10} KiB needed, {free >> 10} KiB free)")
-        with atomic_path(path) as tmp:
-            if size <= IMAGE_LIMIT:  # HDF5 writes to memory; only plain Python I/O meets the disk
-                image = io.BytesIO()
-                with h5py.File(image, "w") as f:
-                    _fill(f, groups, meta, rng)
-                with open(tmp, "wb") as out:
-                    out.write(image.getbuffer())
-            else:
-                with h5py.File(tmp, "w") as f:
-                    _fill(f, groups, meta, rng)
-    except Exception as exc:  # noqa: BLE001 - OSError (ENOSPC, EACCES, EROFS, EIO), h5py's RuntimeError...
-        reason = os.strerror(exc.errno) if isinstance(exc, OSError) and exc.errno and not exc.strerror else exc
-        raise CheckpointError(f"{path}: cannot write the checkpoint: {str(reason)[:300]}; the previous file, "
-                              "if any, is unchanged; hint: free disk space or save to another directory") from exc
-
-
-def _fill(f: h5py.File, groups: dict[str, dict[str, np.ndarray]], meta: str, rng: str) -> None:
-    f.attrs["format"] = FORMAT
-    f.attrs["format_version"] = FORMAT_VERSION
-    f.attrs["meta"] = meta
-    f.attrs["meta_crc32"] = zlib.crc32(meta.encode())
-    f.attrs["rng"] = rng
-    f.attrs["rng_crc32"] = zlib.crc32(rng.encode())
-    for group_name, arrays in groups.items():
-        group = f.create_group(group_name)
-        for key, array in arrays.items():
-            dataset = group.create_dataset(key, data=array)
-            dataset.attrs["crc32"] = zlib.crc32(array)
-
-
-# -- read -------------------------------------------------------------------------------------------------
-def read_checkpoint(path: str | Path, *, timeout: float | None = None,
-                    memory_limit: int | None = None) -> CheckpointData:
-    """Read and check a checkpoint in a child process: structure, format, version, fields, checksums.
+def save_checkpoint(owner: Any, path: str | Path, input_shape: Sequence[int], model: list[Any],
+                    allow_non_finite: bool = False) -> None:
+    """Write ``owner``'s weights, optimizers' state, epoch, history, random streams and ``model`` (plain
+    data describing the model) to an HDF5 checkpoint, atomically (``neon.checkpoint_file``).
 
     Args:
+        owner: the model (``checkpoint_keys``, ``transformer``, ``epoch``, ``history``, ``random_streams``).
         path: the file.
-        timeout: seconds the reader may take (default ``READ_TIMEOUT`` plus 1 s per 20 MiB).
-        memory_limit: bytes of address space for the reader (default the larger of 1 GiB and
-            512 MiB + 4x the file size).
-
-    Returns:
-        the checked data: arrays, epoch, input shape, history, model configs, rng.
+        input_shape: one sample's shape (recorded for ``load_model``).
+        model: the model records (the first names the class and holds what rebuilds it).
+        allow_non_finite: write weights holding NaN or inf too.
 
     Raises:
-        CheckpointError: naming the file (and the key) — missing, not HDF5, truncated or
-            damaged, another format, a newer format version, a checksum mismatch, a field of
-            the wrong type, or a file that crashes, hangs or exhausts the reader.
+        CheckpointError: a weight holds NaN or inf (a diverged run) and not ``allow_non_finite``;
+            nothing is written then, so a previous file stays. The file cannot be written.
 
     Example:
-        >>> data = read_checkpoint("out/model.h5"); data.epoch
-        3
+        >>> save_checkpoint(model, "out/m.h5", (784,), [{"class_name": "Sequential", "config": ...}])
+    """
+    params, opt = owner.checkpoint_keys()
+    t = owner.transformer
+
+    def values(keys: dict[str, ng.Op]) -> dict[str, np.ndarray]:
+        return {key: t.read_variable(v).astype(v.dtype, copy=False) for key, v in keys.items()}
+
+    weights = values(params)
+    bad = [key for key, value in weights.items() if np.issubdtype(value.dtype, np.inexact)
+           and not np.isfinite(value).all()]
+    if bad and not allow_non_finite:
+        stopped = getattr(getattr(owner, "history", None), "stopped", None)
+        why = f" ({stopped.by} stopped training in epoch {stopped.epoch})" if stopped is not None else ""
+        raise CheckpointError(f"{path}: expected finite weights, received NaN or inf in {len(bad)} of "
+                              f"{len(weights)} ({', '.join(bad[:3])}{', ...' if len(bad) > 3 else ''}){why}; "
+                              "nothing was written; hint: training diverged: lower the learning rate or clip "
+                              "gradients and train again, or save_params(path, allow_non_finite=True) to keep "
+                              "them for debugging")
+    write_checkpoint(path, CheckpointData(params=weights, optimizer=values(opt), epoch=owner.epoch,
+                                          input_shape=tuple(input_shape), history=owner.history.as_dict(),
+                                          model=model, rng=owner.random_streams()))
+
+
+def weights_finite(owner: Any) -> bool:
+    """True when every weight and optimizer state value of ``owner`` is finite (no NaN, no inf)."""
+    params, opt = owner.checkpoint_keys()
+    return all(np.isfinite(owner.transformer.read_variable(v)).all() for v in (*params.values(), *opt.values()))
+
+
+# -- loading into a model ----------------------------------------------------------------------------------
+def restore_checkpoint(owner: Any, path: str | Path, data: CheckpointData | None = None,
+                       optimizer_state: bool = True) -> None:
+    """Write a checkpoint's weights, epoch, history, random streams and (``optimizer_state``, when an
+    optimizer is bound) its optimizer state into ``owner``. Every field is checked before anything is written.
+
+    Args:
+        owner: the model (``checkpoint_keys``, ``optimizers``, ``transformer``, the random-stream methods).
+        path: the file (read unless ``data`` is given; named in errors).
+        data: the file's contents, already read.
+        optimizer_state: also restore the optimizers' state (when the file has any and one is bound).
+
+    Raises:
+        CheckpointError: a file that does not fit the model or its optimizers.
+
+    Example:
+        >>> restore_checkpoint(model, "out/last.h5")
     """
     path = Path(path)
-    size = _check_signature(path)
-    timeout = READ_TIMEOUT + size * READ_SECONDS_PER_BYTE if timeout is None else timeout
-    memory_limit = max(MEMORY_FLOOR, (512 << 20) + 4 * size) if memory_limit is None else memory_limit
-    with tempfile.TemporaryDirectory(prefix="neon-checkpoint-") as out:
-        try:
-            done = subprocess.run(_reader_command(path.resolve(), Path(out), memory_limit), env=_reader_env(),
-                                  stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                  timeout=timeout, check=False)
-        except subprocess.TimeoutExpired:
-            raise CheckpointError(f"{path}: reading took more than {timeout:.1f} s and was stopped; the file is "
-                                  "damaged (or its disk stalled); hint: use another checkpoint, or pass a "
-                                  "larger timeout if the file is genuine and large") from None
-        except OSError as exc:
-            raise CheckpointError(f"{path}: cannot start the checkpoint reader ({exc})") from None
-        return _collect(path, Path(out), done.returncode)
+    data = check_checkpoint_data(path, read_checkpoint(path) if data is None else data)  # every field first
+    history = History.from_saved(data.history)
+    params, opt = owner.checkpoint_keys()
+    check_entries(path, "params", params, data.params)
+    with_state = optimizer_state and bool(data.optimizer) and bool(owner.optimizers())
+    if with_state:
+        check_entries(path, "optimizer", opt, data.optimizer)
+    owner.check_random_streams(data.rng)
+    for key, var in params.items():
+        owner.transformer.write_variable(var, data.params[key])
+    if with_state:
+        for key, var in opt.items():
+            owner.transformer.write_variable(var, data.optimizer[key])
+    owner.epoch = data.epoch
+    owner.history = history
+    owner.restore_random_streams(data.rng)
 
 
-def _check_signature(path: Path) -> int:
-    """The file's size, after checking it starts with the HDF5 signature (at 0 or a user block's end)."""
-    try:
-        if not path.is_file():
-            raise CheckpointError(f"{path}: no such checkpoint file")
-        size = path.stat().st_size
-        with open(path, "rb") as f:
-            offset = 0
-            while offset + len(HDF5_SIGNATURE) <= size:
-                f.seek(offset)
-                if f.read(len(HDF5_SIGNATURE)) == HDF5_SIGNATURE:
-                    return size
-                offset = 512 if offset == 0 else offset * 2
-    except OSError as exc:
-        raise CheckpointError(f"{path}: cannot read the checkpoint ({exc.strerror or exc})") from None
-    raise CheckpointError(f"{path}: not an HDF5 file ({size} bytes, no HDF5 signature); hint: the file is "
-                          "empty, truncated or of another kind — use another checkpoint")
+def load_params(owner: Any, path: str | Path, optimizer_state: bool = True,
+                build: Callable[[Path, CheckpointData], None] | None = None) -> None:
+    """Read a checkpoint and restore it into ``owner`` (through its ``restore``).
 
+    Args:
+        owner: the model.
+        path: the checkpoint.
+        optimizer_state: also restore the optimizers' state.
+        build: ``build(path, data)`` builds an unbuilt model from what the file records (its input
+            shape) before anything is restored; None: the model is built already.
 
-def _reader_command(path: Path, out: Path, memory_limit: int) -> list[str]:
-    """The child's command line (``-P``: the reader's own folder is not put on ``sys.path``)."""
-    return [sys.executable, "-P", reader.__file__, str(path), str(out), str(memory_limit), FORMAT,
-            str(FORMAT_VERSION)]
+    Raises:
+        CheckpointError: naming the file and the key (nothing is written into the model then).
 
-
-def _reader_env() -> dict[str, str]:
-    """This environment, with one math thread, no HDF5 plugins and the folders numpy and h5py come from here."""
-    folders = [str(Path(module.__file__).resolve().parent.parent) for module in (np, h5py)]
-    extra = [os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else []
-    return {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
-            "HDF5_PLUGIN_PRELOAD": "::", "PYTHONPATH": os.pathsep.join([*dict.fromkeys(folders), *extra])}
-
-
-def _collect(path: Path, out: Path, returncode: int) -> CheckpointData:
-    """The child's result as ``CheckpointData``, or its failure as ``CheckpointError``."""
-    error, result = out / "error.json", out / "result.json"
-    if returncode == reader.EXIT_FAILURE and error.is_file() and error.stat().st_size < 65536:
-        report = safe_json.loads(error.read_bytes(), what=f"{path}: the checkpoint reader's error report",
-                                 error=CheckpointError, max_depth=4, hint=_READER_HINT)
-        message = report.get("message") if isinstance(report, dict) else None
-        raise CheckpointError(f"{path}: {message if isinstance(message, str) else 'unknown failure'}")
-    if returncode != 0 or not result.is_file():
-        cause = (f"signal {signal.Signals(-returncode).name}" if -returncode in signal.valid_signals()
-                 else f"exit status {returncode}")
-        raise CheckpointError(f"{path}: the HDF5 library failed reading this file ({cause}); the file is damaged "
-                              "— this process is unaffected; hint: use another checkpoint")
-    try:  # the child's output is plain JSON and arrays: checked again, loaded without pickle
-        if result.stat().st_size > reader.MAX_META_BYTES + reader.MAX_RNG_BYTES + (64 << 20):
-            raise reader.ReadFailure("the reader's output is too large")
-        fields = safe_json.loads(result.read_bytes(), what=f"{path}: the checkpoint reader's output",
-                                 error=CheckpointError, max_depth=reader.MAX_JSON_DEPTH, hint=_READER_HINT)
-        meta = reader.decode_meta(json.dumps({k: fields[k] for k in ("epoch", "history", "model", "input_shape")}))
-        names = fields["names"]
-        data = CheckpointData(epoch=meta["epoch"], history=meta["history"], model=meta["model"],
-                              input_shape=None if meta["input_shape"] is None else tuple(meta["input_shape"]),
-                              rng=reader.check_rng(fields["rng"]))
-        with np.load(out / "result.npz", allow_pickle=False) as arrays:
-            if len(arrays.files) != len(names):
-                raise reader.ReadFailure("the reader returned another number of arrays than keys")
-            for i, (group, key) in enumerate(names):
-                getattr(data, GROUPS[GROUPS.index(group)])[str(key)] = arrays[f"a{i}"]
-        return check_checkpoint_data(path, data)
-    except CheckpointError:
-        raise
-    except (reader.ReadFailure, ValueError, KeyError, TypeError, OSError) as exc:
-        raise CheckpointError(f"{path}: the checkpoint reader returned malformed data ({exc})") from None
-
+    Example:
+        >>> load_params(agent, "dqn.h5")
+    """
+    path = Path(path)
+    data = read_checkpoint(path)
+    if build is not None:
+        build(path, data)
+    owner.restore(path, data, optimizer_state)
 
 
 def check_entries(path: str | Path, group: str, expected: dict[str, ng.Op], found: dict[str, np.ndarray],
@@ -360,3 +245,243 @@ def check_entries(path: str | Path, group: str, expected: dict[str, ng.Op], foun
                                   "for this model; hint: it was saved from a different architecture")
         if array.dtype != np.dtype(dtype_of(var)):
             raise CheckpointError(f"{path}: {group}/{key} has dtype {array.dtype}, expected {dtype_of(var)}")
+
+
+# -- loading a whole model --------------------------------------------------------------------------------
+MAX_ELEMENTS = 2**31  # default bound of one variable, one size field and one input sample (8 GiB of float32)
+MAX_PARAMETERS = 2**31  # default bound of all the variables' elements together
+MAX_STEPS = 2**20  # time steps of one sequence sample: a recurrent reduction builds an index array of them
+POSITIVE_FIELDS = ("nout", "vocab_size", "embedding_dim", "fshape", "strides", "dilation", "depth", "groups",
+                   "shape", "hidden", "noise_dim", "n_actions")  # size-like config fields: ints >= 1 (or lists)
+PADDING_FIELDS = ("padding", "output_padding")  # ints >= 0 (or "same"/"valid", or (before, after) pairs)
+_EDITED = "hint: the file's layer configs were edited or damaged"
+
+
+def load_model(path: str | Path, *, custom_objects: dict[str, type[Layer]] | None = None, backend: str | None = None,
+               max_elements: int = MAX_ELEMENTS, max_parameters: int = MAX_PARAMETERS,
+               **transformer_options: Any) -> Any:
+    """Rebuild the model a ``save_params`` wrote: layers, weights, epoch and history.
+
+    A ``Model`` file gives a ``Model``; a file of another registered model class (``GAN``,
+    ``DQNAgent``, ``model_zoo``'s ``Seq2Seq`` and ``CharLM``) gives that class, rebuilt by its
+    ``from_record`` under the same size checks. The optimizer state stays in the file.
+
+    Args:
+        path: the checkpoint (HDF5).
+        custom_objects: layer classes defined outside neon, by class name (a user's own layer
+            is also found once its module is imported).
+        backend: the transformer backend of the new model (default: ``$NG_BACKEND``, else numpy; see ``Model``).
+        max_elements: the most elements one variable, one size field of a layer config or one input
+            sample may have (default ``MAX_ELEMENTS``, 2**31).
+        max_parameters: the most elements all the model's variables may have together (default
+            ``MAX_PARAMETERS``, 2**31).
+        **transformer_options: passed to ``ng.transformers.make_transformer`` (``seed``...).
+
+    Returns:
+        a built model holding the saved weights (a ``Model``: ``predict`` gives what the saved model
+        gave; a ``GAN``: ``generate``; a ``DQNAgent``: ``act``...).
+
+    Raises:
+        CheckpointError: naming the file — missing, unreadable or damaged; written by something
+            by a class that does not rebuild itself or an older format of one; without layer configs
+            or an input shape; configs that do not rebuild; a size field, input sample or variable
+            over the bounds; configs whose variables do not have the stored weights' shapes (all
+            checked before any variable is allocated).
+        ModelError: ``max_elements`` or ``max_parameters`` is not a positive int.
+
+    Example:
+        >>> model = load_model("out/resnet_cifar10/resnet20.h5")
+        >>> model.epoch
+        182
+    """
+    for what, value in (("max_elements", max_elements), ("max_parameters", max_parameters)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ModelError(f"load_model: expected {what} as a positive int, received {short_repr(value)}; "
+                             f"hint: e.g. {what}=2**32")
+    path = Path(path)
+    data = read_checkpoint(path)
+    owner = _owner_class(data, custom_objects)
+    if owner is not None:
+        return _load_owner(path, data, owner, custom_objects, backend, max_elements, max_parameters,
+                           transformer_options)
+    layers = _rebuild_layers(path, data, custom_objects, max_elements)
+    if data.input_shape is None:
+        raise CheckpointError(f"{path}: records no input shape, so the model cannot be built; hint: build the model "
+                              "yourself (model.build(input_shape)) and call model.load_params(path)")
+    kind = _input_kind(path, data)
+    _check_input_shape(path, data.input_shape, kind, max_elements)
+    model = layers_model_class()(layers, backend=backend, **transformer_options)
+    try:  # the graph and the variables' shapes; no initial value is filled
+        with shapes_only():
+            model.build(data.input_shape, kind=kind)
+    except ng.NgraphError as exc:
+        raise CheckpointError(f"{path}: expected layer configs that build for the saved input shape "
+                              f"{data.input_shape}, received configs that do not ({exc}); {_EDITED}") from exc
+    _check_variables(path, model, data.params, max_elements, max_parameters)
+    model.restore(path, data, optimizer_state=False)  # the weights (every value), epoch, history and random streams
+    return model
+
+
+def _owner_class(data: CheckpointData, custom_objects: dict[str, type[Layer]] | None) -> type | None:
+    """The registered model class the file's first record names (a layer class name wins: a Model file)."""
+    record = data.model[0] if data.model else None
+    name = record.get("class_name") if isinstance(record, dict) else None
+    if not isinstance(name, str) or name in layer_classes() or name in (custom_objects or {}):
+        return None
+    return model_class(name)
+
+
+def _load_owner(path: Path, data: CheckpointData, cls: type, custom_objects: Any,
+                backend: str | None, max_elements: int, max_parameters: int,
+                options: dict[str, Any]) -> Any:
+    """A registered model class's file: sizes checked, built shapes only, variables checked, then the weights."""
+    record = data.model[0]
+    name = record["class_name"]
+    # the record's own fields (hidden, noise_dim...) and every layer config inside it, as check_config_sizes reads them
+    check_config_sizes(path, {"class_name": name, "config": {k: v for k, v in record.items() if k != "class_name"}},
+                       max_elements)
+    if data.input_shape is not None:
+        _check_input_shape(path, data.input_shape, "dense", max_elements)
+    try:  # the variables' shapes; no initial value is filled, no computation runs
+        with shapes_only():
+            owner = cls.from_record(record, data.input_shape, custom_objects=custom_objects, backend=backend,
+                                    **options)
+    except CheckpointError as exc:
+        raise CheckpointError(f"{path}: {exc}") from exc
+    except (ng.NgraphError, TypeError, ValueError, KeyError) as exc:
+        raise CheckpointError(f"{path}: expected a {name} record that rebuilds the model, received one that does not "
+                              f"({short_repr(str(exc))}); {_EDITED}") from exc
+    _check_variables(path, owner, data.params, max_elements, max_parameters)
+    owner.restore(path, data, optimizer_state=False)  # the weights (every value), epoch, history and random streams
+    return owner
+
+
+def _rebuild_layers(path: Path, data: CheckpointData, custom_objects: dict[str, type[Layer]] | None,
+                    max_elements: int) -> Layer:
+    """The layers from the file's first model record, or a ``CheckpointError`` saying why not."""
+    record = data.model[0] if data.model else None
+    if not isinstance(record, dict) or not isinstance(record.get("class_name"), str):
+        raise CheckpointError(f"{path}: expected the layers' config as the first model record, received "
+                              f"{_describe(record)}; hint: load_model reads files written by Model.save_params")
+    name = record["class_name"]
+    if name not in {**layer_classes(), **(custom_objects or {})}:
+        raise CheckpointError(f"{path}: expected a layer class as the top layer or a model class among "
+                              f"{sorted(model_classes())}, received {name!r}; hint: import the module that defines "
+                              "it (a model class registers itself), or pass custom_objects={name: cls} for a layer")
+    if "config" not in record:
+        raise CheckpointError(f"{path}: the {name} layers were saved without their config (their get_config "
+                              "failed at save time); hint: build the model in code and call model.load_params(path)")
+    check_config_sizes(path, record, max_elements)
+    try:
+        return deserialize_layer(record, custom_objects=custom_objects, memo={})
+    except LayerError as exc:
+        raise CheckpointError(f"{path}: the saved layer configs do not rebuild: {exc}; {_EDITED}") from exc
+
+
+def check_config_sizes(path: str | Path, record: Any, max_elements: int = MAX_ELEMENTS) -> None:
+    """Check every size-like field of every layer config in ``record`` (containers' children too).
+
+    ``POSITIVE_FIELDS`` must hold ints in ``[1, max_elements]``, ``PADDING_FIELDS`` ints in
+    ``[0, max_elements]`` (one int, or lists of them); other values (a ``"same"`` padding, a
+    ``None`` stride) are left to the layers' constructors. The walk uses an explicit stack.
+
+    Raises:
+        CheckpointError: naming the file, the layer, the field, the bound and the value.
+
+    Example:
+        >>> check_config_sizes("m.h5", {"class_name": "Affine", "config": {"nout": 2**40}})  # CheckpointError
+    """
+    stack, seen = [record], 0
+    while stack:
+        node = stack.pop()
+        seen += 1
+        if seen > 4_000_000:  # meta is at most 16 MiB of JSON, so never reached by a file's configs
+            raise CheckpointError(f"{path}: expected layer configs of at most 4000000 values, received more; "
+                                  f"{_EDITED}")
+        if isinstance(node, list):
+            stack.extend(node)
+            continue
+        if not isinstance(node, dict):
+            continue
+        stack.extend(node.values())
+        config = node.get("config")
+        if not isinstance(node.get("class_name"), str) or not isinstance(config, dict):
+            continue
+        for field in (*POSITIVE_FIELDS, *PADDING_FIELDS):
+            low = 0 if field in PADDING_FIELDS else 1
+            if field in config and not all(low <= n <= max_elements for n in _ints(config[field])):
+                name = config.get("name") if isinstance(config.get("name"), str) else "unnamed"
+                raise CheckpointError(
+                    f"{path}: layer {name[:60]} ({node['class_name'][:60]}): expected {field} as ints in "
+                    f"[{low}, {max_elements}], received {short_repr(config[field])}; nothing was built; {_EDITED}, "
+                    "or pass a larger max_elements to load_model if the model is genuine")
+
+
+def _ints(value: Any, depth: int = 0) -> list[int]:
+    """The ints in ``value``: itself, or those of a list (of lists, two levels: padding pairs)."""
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        return [int(value)]
+    if isinstance(value, list) and depth < 2:
+        return [n for v in value for n in _ints(v, depth + 1)]
+    return []
+
+
+def _check_input_shape(path: Path, shape: tuple[int, ...], kind: str, max_elements: int) -> None:
+    """One sample of at most ``max_elements`` elements; a sequence ``(T,)`` of tokens or ``(F, T)`` frames."""
+    dims = {"tokens": 1, "frames": 2}.get(kind)
+    if dims is not None and len(shape) != dims:
+        raise CheckpointError(f"{path}: expected the input shape of {kind} as {'(T,)' if dims == 1 else '(F, T)'}, "
+                              f"received {shape}; hint: the checkpoint's meta was edited or damaged")
+    if math.prod(shape) > max_elements:
+        raise CheckpointError(f"{path}: expected an input sample of at most max_elements={max_elements} elements, "
+                              f"received input_shape {shape}; nothing was built; hint: the checkpoint's meta was "
+                              "edited or damaged, or pass a larger max_elements to load_model if the model is genuine")
+    if dims is not None and shape[-1] > MAX_STEPS:
+        raise CheckpointError(f"{path}: expected {kind} sequences of at most MAX_STEPS={MAX_STEPS} steps, received "
+                              f"input_shape {shape}; nothing was built; hint: the checkpoint's meta was edited or "
+                              "damaged (the steps are only the saved sample's: a loaded model takes any length)")
+
+
+def _check_variables(path: Path, model: Any, stored: dict[str, np.ndarray], max_elements: int,
+                     max_parameters: int) -> None:
+    """The variables the configs built (shapes only) against the bounds and the stored weights' shapes."""
+    params, _ = model.checkpoint_keys()
+    total = 0
+    for key, var in params.items():
+        shape = var.axes.lengths
+        size = math.prod(shape)
+        total += size
+        scope = var.meta.scope
+        layer = "/".join(e.name for e in scope) + (f" ({scope[-1].kind})" if scope and scope[-1].kind else "")
+        if size > max_elements:
+            raise CheckpointError(f"{path}: layer {layer}: the configs make variable {key.rsplit('/', 1)[-1]} of shape "
+                                  f"{shape} ({size} elements), expected at most max_elements={max_elements}; nothing "
+                                  f"was allocated; {_EDITED}, or pass a larger max_elements if the model is genuine")
+        if key in stored and stored[key].shape != shape:
+            raise CheckpointError(f"{path}: params/{key} has shape {stored[key].shape}, expected {shape} from the "
+                                  f"configs of layer {layer}; nothing was allocated; {_EDITED}: its configs and "
+                                  "weights disagree")
+    if total > max_parameters:
+        raise CheckpointError(f"{path}: the layer configs make {total} parameters, expected at most "
+                              f"max_parameters={max_parameters}; nothing was allocated; {_EDITED}, or pass a larger "
+                              "max_parameters if the model is genuine")
+    check_entries(path, "params", params, stored)  # keys missing or unexpected, dtypes
+
+
+def _input_kind(path: Path, data: CheckpointData) -> str:
+    """The input kind the model was built for (``"dense"`` when the file predates the record)."""
+    kinds = [m["input_kind"] for m in data.model[1:] if isinstance(m, dict) and "input_kind" in m]
+    if not kinds:
+        return "dense"
+    if kinds[0] not in KINDS:
+        raise CheckpointError(f"{path}: expected an input kind among {KINDS}, received {kinds[0]!r}; hint: the "
+                              "checkpoint's meta was edited or damaged")
+    return kinds[0]
+
+
+def _describe(record: Any) -> str:
+    if record is None:
+        return "no model record"
+    if isinstance(record, dict):
+        return f"a record with keys {sorted(map(str, record))[:6]}"
+    return f"a {type(record).__name__}"

@@ -11,9 +11,10 @@ batch does. Everything around it is written once here:
   partial batch at its true size), rebuilt when what they were built for changes: another
   cost or optimizer, or another set of trainable variables (``freeze`` after a ``fit``
   takes effect at the next step).
-* ``TrainingOwner`` — one transformer holding a model's variables, and checkpoint restore
-  (weights, epoch, history, optimizer state) — optimizers are bound to their variables
-  (``optimizer.build``) before anything is restored, so the state is written at once.
+* ``TrainingOwner`` — one transformer holding a model's variables, and what checkpoints read
+  and write through ``neon.saving`` (keys, random streams, ``save``/``restore``) — optimizers are
+  bound to their variables (``optimizer.build``) before anything is restored, so the state is
+  written at once.
 * ``graph_updates`` — the side effects layers declared (``Layer.add_update``) that belong to
   one graph, ``freeze``/``unfreeze``, and the dataset helpers both models need.
 
@@ -42,24 +43,15 @@ from .registry import register_model_class
 from .saving import (
     CheckpointData,
     CheckpointError,
-    check_checkpoint_data,
-    check_entries,
-    read_checkpoint,
-    write_checkpoint,
+    checkpoint_keys,
+    restore_checkpoint,
+    save_checkpoint,
+    weights_finite,
 )
-
-FEATURE_AXIS_NAMES = {1: ("F",), 2: ("H", "W"), 3: ("C", "H", "W"), 4: ("C", "D", "H", "W")}
 
 
 class TrainingError(ng.NgraphError, ValueError):
     """A training loop argument that cannot be used (a bad epoch count, a step without costs)."""
-
-
-def sample_placeholder(shape: Sequence[int], n: int) -> ng.Op:
-    """The input placeholder for ``n`` samples of ``shape``: feature axes named C/H/W (or F...), then ``N``."""
-    names = FEATURE_AXIS_NAMES.get(len(shape), tuple(f"D{i}" for i in range(len(shape))))
-    axes = [ng.make_axis(length, name) for length, name in zip(shape, names, strict=True)]
-    return ng.placeholder([*axes, ng.make_axis(n, "N")], name="X")
 
 
 # -- what a graph runs besides its loss -------------------------------------------------------------
@@ -262,8 +254,9 @@ class TrainingOwner:
         return []
 
     def checkpoint_keys(self) -> tuple[dict[str, ng.Op], dict[str, ng.Op]]:
-        """Checkpoint key -> variable, for the weights and for the optimizers' state."""
-        raise NotImplementedError
+        """Checkpoint key -> variable, for the weights (``variables``) and for the optimizers' state
+        (``neon.saving.checkpoint_keys``); a model whose checkpoint holds other variables overrides it."""
+        return checkpoint_keys(self.variables, self.optimizers())
 
     @property
     def transformer(self) -> Any:
@@ -283,32 +276,13 @@ class TrainingOwner:
     def save(self, path: str | Path, input_shape: Sequence[int], model: list[Any],
              allow_non_finite: bool = False) -> None:
         """Write the weights, the optimizers' state, the epoch, the history and ``model`` (plain data
-        describing the model) to an HDF5 checkpoint, atomically (``neon.saving``).
+        describing the model) to an HDF5 checkpoint, atomically (``neon.saving.save_checkpoint``).
 
         Raises:
             CheckpointError: a weight holds NaN or inf (a diverged run) and not ``allow_non_finite``;
                 nothing is written then, so a previous file stays.
         """
-        params, opt = self.checkpoint_keys()
-        t = self.transformer
-
-        def values(keys: dict[str, ng.Op]) -> dict[str, np.ndarray]:
-            return {key: t.read_variable(v).astype(v.dtype, copy=False) for key, v in keys.items()}
-
-        weights = values(params)
-        bad = [key for key, value in weights.items() if np.issubdtype(value.dtype, np.inexact)
-               and not np.isfinite(value).all()]
-        if bad and not allow_non_finite:
-            stopped = getattr(getattr(self, "history", None), "stopped", None)
-            why = f" ({stopped.by} stopped training in epoch {stopped.epoch})" if stopped is not None else ""
-            raise CheckpointError(f"{path}: expected finite weights, received NaN or inf in {len(bad)} of "
-                                  f"{len(weights)} ({', '.join(bad[:3])}{', ...' if len(bad) > 3 else ''}){why}; "
-                                  "nothing was written; hint: training diverged: lower the learning rate or clip "
-                                  "gradients and train again, or save_params(path, allow_non_finite=True) to keep "
-                                  "them for debugging")
-        write_checkpoint(path, CheckpointData(params=weights, optimizer=values(opt), epoch=self.epoch,
-                                              input_shape=tuple(input_shape), history=self.history.as_dict(),
-                                              model=model, rng=self.random_streams()))
+        save_checkpoint(self, path, input_shape, model, allow_non_finite)
 
     # -- random streams: saved with the weights so a resumed run draws exactly what the whole run would --
     data_seed: int | None = None  # the training data's shuffle seed (``fit_loop`` records it)
@@ -350,33 +324,17 @@ class TrainingOwner:
 
     def weights_finite(self) -> bool:
         """True when every weight and optimizer state value is finite (no NaN, no inf)."""
-        params, opt = self.checkpoint_keys()
-        return all(np.isfinite(self.transformer.read_variable(v)).all() for v in (*params.values(), *opt.values()))
+        return weights_finite(self)
 
     def restore(self, path: str | Path, data: CheckpointData | None = None, optimizer_state: bool = True) -> None:
         """Write a checkpoint's weights, epoch, history, random streams and (``optimizer_state``, when
-        an optimizer is bound) its optimizer state. Every field is checked before anything is written.
+        an optimizer is bound) its optimizer state (``neon.saving.restore_checkpoint``). Every field is
+        checked before anything is written; ``load_params`` and ``fit(resume_from=...)`` come here.
 
         Raises:
             CheckpointError: a file that does not fit the model or its optimizers.
         """
-        path = Path(path)
-        data = check_checkpoint_data(path, read_checkpoint(path) if data is None else data)  # every field first
-        history = History.from_saved(data.history)
-        params, opt = self.checkpoint_keys()
-        check_entries(path, "params", params, data.params)
-        with_state = optimizer_state and bool(data.optimizer) and bool(self.optimizers())
-        if with_state:
-            check_entries(path, "optimizer", opt, data.optimizer)
-        self.check_random_streams(data.rng)
-        for key, var in params.items():
-            self.transformer.write_variable(var, data.params[key])
-        if with_state:
-            for key, var in opt.items():
-                self.transformer.write_variable(var, data.optimizer[key])
-        self.epoch = data.epoch
-        self.history = history
-        self.restore_random_streams(data.rng)
+        restore_checkpoint(self, path, data, optimizer_state)
 
 
 def write_learning_rates(transformer: Any, optimizer: Any, epoch: int) -> float | None:

@@ -53,8 +53,8 @@ FORBIDDEN = ("neon",)  # packages that sit above all of ngraph_core
 # circles between the modules of one package folder that stay, each with why:
 # (folder, the circle's members) -> justification
 FOLDER_CYCLES: dict[tuple[str, frozenset[str]], str] = {
-    ("neon", frozenset({"callbacks", "tensorboard", "training"})): "neon.callbacks.TensorBoard (the documented "
-    "name) is a lazy re-export of neon.tensorboard, whose callback subclasses Callback and reads ComputationCache",
+    ("neon", frozenset({"callbacks", "tensorboard"})): "neon.callbacks.TensorBoard (the documented name) is a "
+    "lazy re-export of neon.tensorboard, whose callback subclasses Callback",
     ("ngraph_core.inference", frozenset({"deploy", "model"})): "CompiledModel.save is a shortcut for deploy.save "
     "(imported at use) and deploy.load builds a CompiledModel: the file format's writer and reader stay in one module",
 }

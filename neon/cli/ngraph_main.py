@@ -1,6 +1,6 @@
 """The ``ngraph`` command: inspect, query and draw saved graphs (``ng.serialize``) and models (``save_params``).
 
-It lives in the neon package because a saved model is rebuilt with ``neon.loading.load_model``,
+It lives in the neon package because a saved model is rebuilt with ``neon.saving.load_model``,
 and ``ngraph_core`` never imports ``neon``.
 
 Example:

@@ -2,7 +2,7 @@
 
 The kind is told by the file's first bytes, then its name: JSON text (or a ``.json`` file) is a
 graph (``ng.deserialize``); an HDF5 signature (or a ``.h5``/``.hdf5`` file, so that a damaged one
-gets the checkpoint reader's message) is a model, rebuilt with ``neon.loading.load_model`` — a
+gets the checkpoint reader's message) is a model, rebuilt with ``neon.saving.load_model`` — a
 ``Model``, or another model class that registers itself (a ``GAN``, a ``DQNAgent``, ``Seq2Seq``...).
 
 Example:
@@ -19,9 +19,9 @@ from typing import Any
 
 import ngraph_core as ng
 
-from ..loading import load_model
+from ..checkpoint_file import HDF5_SIGNATURE
 from ..model import Model
-from ..saving import HDF5_SIGNATURE
+from ..saving import load_model
 from ..training import TrainingOwner
 from .common import CommandError
 

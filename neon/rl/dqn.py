@@ -38,7 +38,7 @@ from ..initializers import filling_shapes_only, set_seed
 from ..layers import Layer, training_mode
 from ..layers.serialization import deserialize_layer, serialize_layer
 from ..optimizers import Adam
-from ..saving import CheckpointError, read_checkpoint, variable_keys
+from ..saving import CheckpointError, checkpoint_keys, load_params
 from ..training import ComputationCache, TrainingOwner, bind_optimizer, default_backend
 from .replay import Batch
 
@@ -312,8 +312,8 @@ class DQNAgent(TrainingOwner):
 
     # -- checkpoints -------------------------------------------------------------------------------------
     def checkpoint_keys(self) -> tuple[dict[str, ng.Op], dict[str, ng.Op]]:
-        return variable_keys(self.online.variables + self.target.variables,
-                             list(getattr(self.optimizer, "state_variables", [])))
+        """Both networks' variables (online, then target) and the optimizer's state."""
+        return checkpoint_keys(self.online.variables + self.target.variables, self.optimizers())
 
     def save_params(self, path: str | Path, allow_non_finite: bool = False) -> None:
         """Both networks' weights and the optimizer's state to an HDF5 checkpoint (atomic); ``epoch``
@@ -370,7 +370,7 @@ class DQNAgent(TrainingOwner):
         Example:
             >>> agent.load_params("dqn.h5")
         """
-        self.restore(path, read_checkpoint(Path(path)), optimizer_state)
+        load_params(self, path, optimizer_state)
 
     def __repr__(self) -> str:
         return (f"DQNAgent(online={self.online!r}, n_actions={self.n_actions}, gamma={self.gamma}, "

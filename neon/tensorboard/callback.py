@@ -39,8 +39,7 @@ import numpy as np
 import ngraph_core as ng
 
 from ..callbacks import Callback
-from ..saving import variable_keys
-from ..training import ComputationCache
+from ..checkpoint_file import variable_keys
 from .events import (
     HISTOGRAM_BINS,
     TensorBoardError,
@@ -223,7 +222,7 @@ def training_results(model: Any) -> list[ng.Op]:
     results: list[ng.Op] = []
     caches = model.caches() if callable(getattr(model, "caches", None)) else []
     for cache in caches:
-        if isinstance(cache, ComputationCache):
+        if callable(getattr(cache, "computations", None)):  # a neon.training.ComputationCache
             computations = cache.computations()
             if computations:
                 results.extend(computations[0].results)

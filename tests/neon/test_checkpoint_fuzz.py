@@ -26,13 +26,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import ngraph_core as ng
-from neon import saving
+from neon import checkpoint_file
 from neon.callbacks import History
 from neon.costs import CrossEntropyMulti
 from neon.optimizers import GradientDescentMomentum
 from neon.saving import CheckpointError, read_checkpoint
 
-MEMORY_BOUND = 1 << 30  # the reader's address-space limit for a file under 128 MiB (saving.MEMORY_FLOOR)
+MEMORY_BOUND = 1 << 30  # the reader's address-space limit for a file under 128 MiB (checkpoint_file.MEMORY_FLOOR)
 FUZZ = fuzz_settings(default=25)
 pytestmark = pytest.mark.fuzz
 
@@ -127,7 +127,7 @@ def test_the_unmutated_checkpoint_loads() -> None:
 
 @pytest.mark.parametrize("path", corpus("checkpoint"), ids=lambda p: p.name)
 def test_saved_inputs_that_once_broke_the_loader(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(saving, "READ_TIMEOUT", 3.0)  # some once hung: fail them fast
+    monkeypatch.setattr(checkpoint_file, "READ_TIMEOUT", 3.0)  # some once hung: fail them fast
     with pytest.raises(CheckpointError, match=path.name):
         read_checkpoint(path)
     assert check_contract(path.read_bytes()) == "typed"
@@ -138,7 +138,7 @@ def test_a_hostile_megabyte_stays_under_the_memory_bound(tmp_path: Path) -> None
     import h5py
 
     path = tmp_path / "huge.h5"
-    saving.write_checkpoint(path, saving.CheckpointData(params={"a/W": np.zeros(3, np.float32)}))
+    checkpoint_file.write_checkpoint(path, checkpoint_file.CheckpointData(params={"a/W": np.zeros(3, np.float32)}))
     with h5py.File(path, "r+") as f:
         f["params"].create_dataset("b", shape=(2**40,), dtype=np.float32, chunks=(1 << 16,), fillvalue=1.0)
         f["params/b"].attrs["crc32"] = 0

@@ -26,10 +26,9 @@ from neon.costs import CrossEntropyMulti
 from neon.data import ArrayIterator
 from neon.initializers import Constant, GlorotUniform
 from neon.layers import Affine
-from neon.loading import load_model
 from neon.model import Model
 from neon.optimizers import GradientDescentMomentum
-from neon.saving import CheckpointData, CheckpointError, write_checkpoint
+from neon.saving import CheckpointData, CheckpointError, load_model, write_checkpoint
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = Path(sys.executable).parent  # console scripts are installed beside the interpreter

@@ -55,7 +55,7 @@ def test_bench_prints_throughput_and_latency(tiny_model: Path, capsys: pytest.Ca
 
 def test_bench_deployable_fp16_with_counters(tiny_model: Path, tmp_path: Path,
                                             capsys: pytest.CaptureFixture[str]) -> None:
-    from neon.loading import load_model
+    from neon.saving import load_model
 
     path = tmp_path / "mlp.ngi"
     ng.inference.compile_for_inference(load_model(tiny_model), precision="fp16", batch_size=3).save(path)
@@ -89,7 +89,7 @@ def test_bad_arguments_exit_2(tiny_model: Path, args: list[str], capsys: pytest.
 
 def test_deployable_with_another_batch_exits_2(tiny_model: Path, tmp_path: Path,
                                                capsys: pytest.CaptureFixture[str]) -> None:
-    from neon.loading import load_model
+    from neon.saving import load_model
 
     path = tmp_path / "mlp.ngi"
     ng.inference.compile_for_inference(load_model(tiny_model), batch_size=1).save(path)

@@ -26,13 +26,12 @@ from neon.data.text import Vocabulary
 from neon.gan import GAN
 from neon.initializers import Constant, GlorotUniform
 from neon.layers import LSTM, Affine, Conv, Dropout, Layer, LookupTable, Pool
-from neon.loading import load_model
 from neon.metrics import LogLoss
 from neon.model import Model, ModelError
 from neon.optimizers import Adam, GradientDescentMomentum
 from neon.rl import DQNAgent
 from neon.rl.replay import Batch
-from neon.saving import CheckpointData, CheckpointError, read_checkpoint, write_checkpoint
+from neon.saving import CheckpointData, CheckpointError, load_model, read_checkpoint, write_checkpoint
 
 
 def saved_mlp(path: Path, epochs: int = 2) -> Model:
@@ -338,7 +337,7 @@ def test_peak_memory_stays_small_for_huge_nout_in_a_fresh_process(tmp_path: Path
     small = edited_checkpoint(tmp_path / "n24.h5", set_field(1, "nout", 2**24))
     large = edited_checkpoint(tmp_path / "n32.h5", set_field(1, "nout", 2**32))
     # VmHWM, not ru_maxrss: a forked child's ru_maxrss starts at this (large) test process's RSS
-    probe = ("import sys\nfrom neon.checkpoint_reader import peak_rss\nfrom neon.loading import load_model\n"
+    probe = ("import sys\nfrom neon.checkpoint_reader import peak_rss\nfrom neon.saving import load_model\n"
              "from neon.saving import CheckpointError\n"
              "for path in sys.argv[1:]:\n    try:\n        load_model(path, max_elements=2**40, max_parameters=2**40)\n"
              "    except CheckpointError as exc:\n        print(str(exc).split(';')[0])\n"

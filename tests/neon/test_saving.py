@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 from fit_helper import blobs, datasets, mlp, weights
 
-from neon import saving
+from neon import checkpoint_file
 from neon.atomic_files import HOST
 from neon.costs import CrossEntropyMulti
 from neon.optimizers import GradientDescentMomentum
@@ -226,11 +226,11 @@ def test_no_space_left_is_a_checkpoint_error_and_keeps_the_previous_file(tmp_pat
         def write(self, data: object) -> int:
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr(saving, "open", lambda *args, **kwargs: FullDisk(), raising=False)
+    monkeypatch.setattr(checkpoint_file, "open", lambda *args, **kwargs: FullDisk(), raising=False)
     with pytest.raises(CheckpointError, match="No space left on device; the previous file, if any, is unchanged"):
         model.save_params(path)
     monkeypatch.undo()
-    monkeypatch.setattr(saving.shutil, "disk_usage", lambda _: shutil._ntuple_diskusage(10**9, 10**9, 1000))
+    monkeypatch.setattr(checkpoint_file.shutil, "disk_usage", lambda _: shutil._ntuple_diskusage(10**9, 10**9, 1000))
     with pytest.raises(CheckpointError, match=r"No space left on device \(about \d+ KiB needed, 0 KiB free\)"):
         model.save_params(path)  # checked before HDF5 meets the full disk
     monkeypatch.undo()
@@ -267,7 +267,7 @@ def test_a_reader_that_hangs_or_crashes_is_a_checkpoint_error(tmp_path: Path, mo
                                                               child: str, message: str) -> None:
     path = tmp_path / "model.h5"
     write_checkpoint(path, CheckpointData(params={"a/W": np.ones(2, np.float32)}))
-    monkeypatch.setattr(saving, "_reader_command", lambda *args: [sys.executable, "-c", child])
+    monkeypatch.setattr(checkpoint_file, "_reader_command", lambda *args: [sys.executable, "-c", child])
     start = time.perf_counter()
     with pytest.raises(CheckpointError, match=f"model.h5: .*{message}"):
         read_checkpoint(path, timeout=1.0)
@@ -344,7 +344,8 @@ def test_the_parent_decodes_the_readers_output_without_recursing(tmp_path: Path)
                                           '"model": ' + "[" * 980 + "]" * 980 + "}")
     with pytest.raises(CheckpointError, match=r"the checkpoint reader's output: expected at most max_depth=128 "
                                               r"levels of nesting, received 98\d; hint"):
-        call_deep(120, lambda: saving._collect(tmp_path / "m.h5", tmp_path, 0))
+        call_deep(120, lambda: checkpoint_file._collect(tmp_path / "m.h5", tmp_path, 0))
     (tmp_path / "error.json").write_text("[" * 980)
     with pytest.raises(CheckpointError, match="error report: expected at most max_depth=4"):
-        call_deep(120, lambda: saving._collect(tmp_path / "m.h5", tmp_path, saving.reader.EXIT_FAILURE))
+        failure = checkpoint_file.reader.EXIT_FAILURE
+        call_deep(120, lambda: checkpoint_file._collect(tmp_path / "m.h5", tmp_path, failure))

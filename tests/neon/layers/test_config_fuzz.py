@@ -53,9 +53,8 @@ from neon.layers import (
     serialize_layer,
 )
 from neon.layers.serialization import short_repr
-from neon.loading import load_model
 from neon.model import Model
-from neon.saving import CheckpointData, read_checkpoint, write_checkpoint
+from neon.saving import CheckpointData, load_model, read_checkpoint, write_checkpoint
 
 
 def _seeds() -> list[dict]:
