@@ -11,6 +11,7 @@ from ngraph_core.passes.pipeline import PIPELINES, PipelineError, compile_graph,
 from ngraph_core.pattern import Pat, PatternMatcher
 from ngraph_core.transformers.kernels import KERNELS, KernelContext
 from ngraph_core.transformers.kernels import fused as fused_kernels
+from ngraph_core.transformers.numpy import runtime
 
 F, H, Y, N = (ng.make_axis(n, name=s) for n, s in [(6, "F"), (5, "H"), (3, "Y"), (4, "N")])
 
@@ -122,10 +123,10 @@ def test_memory_plot_of_a_computation(tmp_path):
 @pytest.mark.parametrize("threads", [1, 2])
 def test_fused_kernel_blocks_and_threads_agree_with_numpy(monkeypatch, threads):
     monkeypatch.setenv("NG_KERNELS", "numpy")  # the shared blocked kernel (large programs compile by default)
-    monkeypatch.setattr(fused_kernels, "_threads", lambda: threads)
+    monkeypatch.setattr(runtime, "threads", lambda: threads)  # the NumPy runner's (KernelContext.runner)
     split: list[int] = []
-    real_run = fused_kernels.runtime.run
-    monkeypatch.setattr(fused_kernels.runtime, "run", lambda tasks: split.append(len(tasks)) or real_run(tasks))
+    real_run = runtime.run
+    monkeypatch.setattr(runtime, "run", lambda tasks: split.append(len(tasks)) or real_run(tasks))
     E = ng.make_axis(fused_kernels.PARALLEL_MIN_ELEMENTS + 12345, name="E")  # several blocks, ragged end
     a, b = ng.placeholder([E]), ng.placeholder([E])
     y = ng.tanh(a * b + 1.0) * 0.5 + ng.exp(-ng.abs(a))
