@@ -1,6 +1,6 @@
 """Suite-wide settings: every compile in the tests verifies the graph after every pass
-(docs/architecture.md, "The pass pipeline"), eligible convolutions run Winograd, and tests marked ``gpu``
-skip, saying why, where the CuPy transformer cannot run."""
+(docs/architecture.md, "The pass pipeline"), eligible convolutions run Winograd, compiled kernels are ready
+at their first call, and tests marked ``gpu`` skip, saying why, where the CuPy transformer cannot run."""
 
 import os
 
@@ -11,6 +11,10 @@ os.environ.setdefault("NG_CHECK", "1")
 # ("auto": a measured choice per layer) would make which kernel a test checks depend on timing.
 # test_winograd.py checks both kernels against each other and PyTorch, and the auto choice.
 os.environ.setdefault("NG_CONV", "winograd")
+# numba kernels compile before their first call returns (the default, "background", runs the NumPy kernels
+# until the background thread is done: which kernel a test checks would depend on timing).
+# tests/ngraph_core/transformers/test_background_compile.py checks the background mode itself.
+os.environ.setdefault("NG_COMPILE", "wait")
 
 _gpu_reason: list[str | None] = []  # computed once: None when a GPU is usable
 

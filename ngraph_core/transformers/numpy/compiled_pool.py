@@ -41,9 +41,10 @@ import numpy as np
 from ...ir import Op
 from ...ir.conv import PoolArg, activation_roles, pool_window_counts
 from ..kernels import pool as shared
+from ..kernels.collective import communicator_of
 from ..kernels.context import Kernel, KernelContext
 from . import runtime
-from .numba_loader import FLOAT_DTYPES, HAVE_NUMBA, load_kernel, reference_only
+from .numba_loader import FLOAT_DTYPES, HAVE_NUMBA, Pending, background_allowed, load_kernel, prepare, reference_only
 
 MIN_SPLIT_ELEMENTS = 1 << 15
 """Outputs smaller than this run in one call (a hand-off to a worker costs ~35 us)."""
@@ -240,10 +241,19 @@ class _Layout:
         """``fn(*arrays, c0, c1, *window, *extra)`` for each channel part, in parallel."""
         runtime.run([functools.partial(fn, *arrays, c0, c1, *self.window, *extra) for c0, c1 in self.parts])
 
+    def compiled(self, fn: Callable[..., Any], arrays: Sequence[Any], extra: tuple, background: bool) -> Pending:
+        """``fn``'s machine code for these arguments (``numba_loader.prepare``)."""
+        c0, c1 = self.parts[0]
+        return prepare(fn, (*arrays, c0, c1, *self.window, *extra), background)
+
 
 def _view(a: Any, perm: tuple[int, ...], shape: tuple[int, ...]) -> Any | None:
     t = a.transpose(perm)
     return t.reshape(shape) if t.flags.c_contiguous else None
+
+
+def _background(kc: KernelContext) -> bool:
+    return background_allowed(communicator_of(kc).size)
 
 
 def _eligible(op: Op, kc: KernelContext) -> bool:
@@ -263,12 +273,18 @@ def pool(op: Op, kc: KernelContext) -> Kernel:
     fn = loops(arg.op + ("1" if one else ""))  # a batch of one: its own loops
     extra = layout.divisors if arg.op == "avg" else ()
     drop = one and arg.op == "max"  # max1 takes (C, D, H, W) views
+    background, pending = _background(kc), []
 
     def compiled_pool_kernel(out, x):
         xv, yv = layout.x(x), layout.y(out)
         if xv is None or yv is None:
             return reference(out, x)
-        layout.run(fn, (xv[..., 0], yv[..., 0]) if drop else (xv, yv), extra)
+        arrays = (xv[..., 0], yv[..., 0]) if drop else (xv, yv)
+        if not pending or not pending[0].done:  # the first call, or numba still compiling (NG_COMPILE)
+            pending[:] = pending or [layout.compiled(fn, arrays, extra, background)]
+            if not pending[0].done:
+                return reference(out, x)
+        layout.run(fn, arrays, extra)
         return out
 
     return compiled_pool_kernel
@@ -285,13 +301,19 @@ def pool_bprop(op: Op, kc: KernelContext) -> Kernel:
     fn = loops("max_bprop" if is_max else "avg_bprop")
     fresh = shared.Geometry(op.axes, op.src[0].axes, arg).covers_input
     extra = (fresh,) if is_max else (fresh, *layout.divisors)
+    background, pending = _background(kc), []
 
     def compiled_pool_bprop_kernel(out, dy, *x):
         dyv, dxv = layout.y(dy), layout.x(out)
         xv = layout.x(x[0]) if is_max else dxv
         if dyv is None or dxv is None or xv is None:
             return reference(out, dy, *x)
-        layout.run(fn, (xv, dyv, dxv) if is_max else (dyv, dxv), extra)
+        arrays = (xv, dyv, dxv) if is_max else (dyv, dxv)
+        if not pending or not pending[0].done:  # the first call, or numba still compiling (NG_COMPILE)
+            pending[:] = pending or [layout.compiled(fn, arrays, extra, background)]
+            if not pending[0].done:
+                return reference(out, dy, *x)
+        layout.run(fn, arrays, extra)
         return out
 
     return compiled_pool_bprop_kernel

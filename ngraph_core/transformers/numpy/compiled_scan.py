@@ -51,11 +51,12 @@ from ...errors import VerifyError
 from ...ir import FusedProgram, Op, OpType, walk
 from ..kernels import leaf
 from ..kernels import scan as shared
+from ..kernels.collective import communicator_of
 from ..kernels.context import Kernel, KernelContext
 from ..kernels.movement import slice_index
 from . import runtime
 from .numba_kernels import SUPPORTED, VECTOR_MATH, step_lines, uses_vector_math
-from .numba_loader import FLOAT_DTYPES, HAVE_NUMBA, kernel_set, load_kernel
+from .numba_loader import FLOAT_DTYPES, HAVE_NUMBA, Pending, background_allowed, kernel_set, load_kernel, prepare
 
 _VIEWS = frozenset({OpType.PLACEHOLDER, OpType.CAST_AXES, OpType.SLICE})
 
@@ -391,9 +392,10 @@ def generate_source(op: Op, graph: Any, dtype: str, symbol: str, int_type: str) 
     return "\n".join(header + prologue + hoisted + loop + before + body + after + epilogue) + "\n", constants
 
 
-def compiled_scan(op: Op, kc: KernelContext) -> Kernel | None:
+def compiled_scan(op: Op, kc: KernelContext, fallback: Kernel | None = None) -> Kernel | None:
     """The whole-loop kernel ``kernel(out, *src)`` for the ``scan`` ``op`` on NumPy, or None (see the module
-    docstring for what is supported)."""
+    docstring for what is supported). With a ``fallback`` (the shared kernel) and ``NG_COMPILE=background``,
+    the loop compiles on the background thread (``numba_loader.prepare``) and ``fallback`` runs meanwhile."""
     arg = op.arg
     if not HAVE_NUMBA or kc.xp is not np or arg.has_lengths:
         return None
@@ -420,6 +422,8 @@ def compiled_scan(op: Op, kc: KernelContext) -> Kernel | None:
     inputs = n_seq + n_state + n_extra
 
     shapes = [s.axes.lengths for s in op.src[:inputs]]
+    background = fallback is not None and background_allowed(communicator_of(kc).size)
+    pending: list[Pending] = []
 
     def compiled_scan_kernel(out: Any, *src: Any) -> Any:
         # the loop indexes without bounds checks: every operand must have its op's shape (the plan's
@@ -431,7 +435,12 @@ def compiled_scan(op: Op, kc: KernelContext) -> Kernel | None:
         views = [out[start:stop].reshape(shape) for start, stop, shape in spans]
         finals, rest = views[:n_state], views[n_state:]
         stacked = rest[:n_out] + rest[n_out + n_saved:]
-        fn(*src[:inputs], *finals, *rest[n_out:n_out + n_saved], *stacked, *constants)
+        args = (*src[:inputs], *finals, *rest[n_out:n_out + n_saved], *stacked, *constants)
+        if not pending or not pending[0].done:  # the first call, or numba still compiling (NG_COMPILE)
+            pending[:] = pending or [prepare(fn, args, background)]
+            if not pending[0].done:
+                return fallback(out, *src)
+        fn(*args)
         return out
 
     return compiled_scan_kernel
@@ -452,11 +461,11 @@ def _splits_its_gemms(op: Op) -> bool:
     return False
 
 
-def _compiled_or_warn(op: Op, kc: KernelContext) -> Kernel | None:
+def _compiled_or_warn(op: Op, kc: KernelContext, fallback: Kernel) -> Kernel | None:
     """``compiled_scan``, where a failure to generate or compile the loop (a bug: please report it) is a
     ``RuntimeWarning`` and the shared kernel goes on, instead of an error in the middle of a run."""
     try:
-        return compiled_scan(op, kc)
+        return compiled_scan(op, kc, fallback)
     except Exception as exc:  # noqa: BLE001 - any compile failure: keep running on the shared kernel
         warnings.warn(f"scan {op.name}: the compiled loop failed ({type(exc).__name__}: {exc}); the scan runs on "
                       "the shared kernel; hint: NG_KERNELS=numpy avoids compiling, and a report with the body helps",
@@ -470,9 +479,9 @@ def scan(op: Op, kc: KernelContext) -> Kernel:
     call under ``auto`` (never under ``numpy``, nor under ``auto`` where the shared kernel splits the body's
     products over the workers: ``_splits_its_gemms``)."""
     chosen = kernel_set()
-    if chosen == "numba":
-        return compiled_scan(op, kc) or shared.scan(op, kc)
     kernel = shared.scan(op, kc)
+    if chosen == "numba":
+        return compiled_scan(op, kc, kernel) or kernel
     if chosen == "numpy" or _splits_its_gemms(op):
         return kernel
     current, calls = [kernel], [0]
@@ -482,7 +491,7 @@ def scan(op: Op, kc: KernelContext) -> Kernel:
         if calls[0] < HOT_CALLS:
             calls[0] += 1
             if calls[0] == HOT_CALLS:  # from now on: the compiled loop, or the shared kernel where unsupported
-                current[0] = _compiled_or_warn(op, kc) or kernel
+                current[0] = _compiled_or_warn(op, kc, kernel) or kernel
         return run(out, *src)
 
     return tiered_scan_kernel

@@ -10,8 +10,8 @@ A forward convolution, or its filter gradient, has up to four kernels on the Num
   (``numpy/conv_channels_last.py``).
 
 The data gradient chooses between the first two. ``variant`` (the NumPy transformer's ``conv_variant``)
-makes the candidates a layer has; on the layer's first call ``choose`` times them on the call's own
-operands and keeps the fastest, recording the medians under the layer's key (its shapes, padding,
+makes the candidates a layer has; over the layer's first calls ``choose`` times them on the calls' own
+operands, one candidate a call, and keeps the fastest, recording the medians under the layer's key (its shapes, padding,
 dtype, CPU and thread settings) in ``conv_choices.json`` beside the compiled kernels, so later
 processes skip the measurement.
 
@@ -22,16 +22,18 @@ took different kernels, rounded differently and ended 1.4 points apart in accura
 ``unmeasured_choice`` instead, the same on every rank and in every run, whatever the record holds.
 ``report()`` formats the record::
 
-    python -c "from ngraph_core.transformers import conv_choice; print(conv_choice.report())"
+    python -c "from ngraph_core.transformers.numpy import conv_choice; print(conv_choice.report())"
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import platform
 import tempfile
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -45,12 +47,14 @@ from ..kernels.context import Kernel, KernelContext
 from ..kernels.conv import Epilogue, finishing
 from . import conv_channels_last, conv_image, winograd
 from .kernel_cache import cache_dir, make_private
-from .numba_loader import reference_only
+from .numba_loader import background_allowed, reference_only
 
 ALGORITHMS = ("im2col", "winograd", "image", "channels_last")
 MAX_RECORD_BYTES = 16 << 20  # a record of a few hundred layers is a few hundred kB
 TIMED_CALLS = 3
-"""Calls of each algorithm timed, alternating, before a layer's choice (the median decides)."""
+"""Calls of each algorithm timed, one a call in turn, before a layer's choice (the median decides)."""
+CALLS_TO_DECIDE = len(ALGORITHMS) * TIMED_CALLS
+"""A layer whose candidates are ready is decided by this many calls at most (one candidate timed a call)."""
 NEAR_TIE = 0.10
 """A measured choice won by less than this fraction is measured again by later processes (``choose``)."""
 MEASURE_PROCESSES = 3
@@ -152,13 +156,18 @@ def settled(entry: dict[str, Any]) -> bool:
     return len(times) < 2 or times[0] <= 0 or times[1] > times[0] * (1 + NEAR_TIE)
 
 
-def choose(key: str, candidates: dict[str, Kernel]) -> Kernel:
+def choose(key: str, candidates: dict[str, Kernel], ready: Callable[[], bool] | None = None) -> Kernel:
     """A kernel that runs the measured-faster candidate for ``key``.
 
-    The first call (when neither this process nor the disk record knows ``key``) times every
-    candidate ``TIMED_CALLS`` times, alternating, on the call's own operands (each writes the whole
-    output, so the result is correct whichever ran last), records the medians under ``key`` and
-    keeps the faster from then on.
+    While neither this process nor the disk record knows ``key``, each call runs the candidate timed the
+    fewest times so far (im2col, then the others in order, round and round) on the call's own operands
+    (each writes the whole output, so every call's result is right); once each has ``TIMED_CALLS`` timings,
+    the medians are recorded under ``key`` and the fastest runs from then on. Spread over calls, the
+    measurement costs no call more than its slowest candidate (all of them timed in the first call made a
+    model's first step several times longer), and each time is taken inside the running network.
+
+    ``ready``: False while a candidate's compiled code is not loaded yet (numba compiling in the background,
+    ``numba_loader.prepare``): until then the calls run im2col, untimed.
 
     A near tie (the slower within ``NEAR_TIE`` of the faster) is measured again by later processes,
     up to ``MEASURE_PROCESSES`` in all, each algorithm keeping its best median so far: a busy
@@ -170,19 +179,28 @@ def choose(key: str, candidates: dict[str, Kernel]) -> Kernel:
             _DECIDED.get(key) is known or (settled(known) and set(candidates) <= set(known.get("ms") or candidates))):
         return candidates[known["chosen"]]
     chosen: list[Kernel] = []
+    times: dict[str, list[float]] = {name: [] for name in candidates}
+    reference = candidates["im2col"]
 
     def measuring_kernel(out, *args):
         decided = _DECIDED.get(key)
         if not chosen and decided is not None and decided is MEASURED.get(key) and decided["chosen"] in candidates:
             chosen.append(candidates[decided["chosen"]])  # another computation of this process measured it first
+            _STARTED.discard(measuring_kernel)
         if chosen:
             return chosen[0](out, *args)
-        times: dict[str, list[float]] = {name: [] for name in candidates}
-        for _ in range(TIMED_CALLS):
-            for name, fn in candidates.items():
-                start = time.perf_counter()
-                fn(out, *args)
-                times[name].append(time.perf_counter() - start)
+        if ready is not None and not ready():
+            return reference(out, *args)
+        name = min(times, key=lambda n: len(times[n]))  # the least timed, in the candidates' order
+        _STARTED.add(measuring_kernel)
+        start = time.perf_counter()
+        result = candidates[name](out, *args)
+        times[name].append(time.perf_counter() - start)
+        if all(len(t) >= TIMED_CALLS for t in times.values()):
+            decide()
+        return result
+
+    def decide() -> None:
         ms = {name: 1e3 * sorted(t)[len(t) // 2] for name, t in times.items()}
         runs = 1
         if known is not None and isinstance(known.get("ms"), dict):  # a near tie measured again
@@ -193,9 +211,18 @@ def choose(key: str, candidates: dict[str, Kernel]) -> Kernel:
                                          "runs": runs}
         _save_choices()
         chosen.append(candidates[best])
-        return candidates[best](out, *args)
+        _STARTED.discard(measuring_kernel)
 
     return measuring_kernel
+
+
+_STARTED: weakref.WeakSet = weakref.WeakSet()  # measuring kernels that timed a candidate, undecided (and alive)
+
+
+def measurements_in_progress() -> int:
+    """How many layers of this process have started timing their candidates and not decided yet (a
+    benchmark runs untimed steps until none is left, so it times the chosen kernels)."""
+    return len(_STARTED)
 
 
 MIN_COLUMNS = 8
@@ -282,7 +309,11 @@ def variant(kind: str, kernel: Kernel, kc: KernelContext, *args: Any, epilogue: 
     if communicator_of(kc).size > 1:  # several ranks: never timed (module docstring)
         return unmeasured_choice({"im2col": kernel, **{n: make() for n, make in makers.items()
                                                         if n in UNMEASURED_ORDER}})
-    return choose(layer_key(kind, shapes, arg, dtype), {"im2col": kernel, **{n: make() for n, make in makers.items()}})
+    ready = None
+    if "winograd" in makers and background_allowed():  # (several ranks returned above)
+        ready = functools.partial(winograd.ready, dtype, True)  # its transforms compile in the background
+    return choose(layer_key(kind, shapes, arg, dtype), {"im2col": kernel, **{n: make() for n, make in makers.items()}},
+                  ready)
 
 
 def report(record: dict[str, dict[str, Any]] | None = None) -> str:

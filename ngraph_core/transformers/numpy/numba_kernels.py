@@ -48,6 +48,7 @@ shorter than the loop.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from collections.abc import Callable, Sequence
@@ -56,12 +57,13 @@ from typing import Any
 import numpy as np
 
 from ...ir import FusedProgram, Op, OpType
+from ..kernels.collective import communicator_of
 from ..kernels.context import Kernel, KernelContext
 from ..kernels.fused import PARALLEL_MIN_ELEMENTS, program_head
 from ..kernels.fused import fused as numpy_fused
 from . import runtime
 from .kernel_cache import cache_dir as cache_dir  # re-exported: the tests read it here
-from .numba_loader import FLOAT_DTYPES, HAVE_NUMBA, kernel_set, load_kernel
+from .numba_loader import FLOAT_DTYPES, HAVE_NUMBA, background_allowed, kernel_set, load_kernel, prepare
 
 _UNARY = {
     OpType.NEG: "(-{0})", OpType.ABS: "abs({0})", OpType.EXP: "math.exp({0})", OpType.LOG: "math.log({0})",
@@ -354,10 +356,13 @@ def compiled_fused(op: Op, kc: KernelContext) -> Kernel | None:
         return None
     head = program_head(op, kc)
     shape = tuple(op.axes.lengths)
-    plans: dict[tuple, tuple[Callable[..., Any], tuple[int, ...], list[Callable[[Any], Any]]]] = {}
+    plans: dict[tuple, tuple[Callable[..., Any], tuple[int, ...], list[Callable[[Any], Any]], Any]] = {}
+    background = background_allowed(communicator_of(kc).size)
+    fallback: list[Kernel] = []  # the shared NumPy kernel, made when first needed: while numba compiles
 
     def plan(key: tuple, out: Any, arrays: Sequence[Any]) -> tuple:
-        """The dispatcher for these layouts, the coalesced shape, and how to pass each input."""
+        """The dispatcher for these layouts, the coalesced shape, how to pass each input, and its ``Pending``
+        (``numba_loader.prepare``: compiled now, or in the background while the fallback runs)."""
         views = [np.broadcast_to(a, shape) for a in arrays]
         cshape, strides = _coalesce(shape, [out.strides] + [v.strides for v in views])
         modes = ["s" if all(s == 0 for s in st) else "a" for st in strides[1:]]
@@ -373,17 +378,31 @@ def compiled_fused(op: Op, kc: KernelContext) -> Kernel | None:
                 preps.append(lambda a: a.reshape(cshape))
             else:  # copy=False: a layout that would need a copy is an error, never a silent copy
                 preps.append(lambda a: np.reshape(np.broadcast_to(a, shape), cshape, copy=False))
-        found = plans[key] = (load_kernel(source), cshape, preps)
+        fn = load_kernel(source)
+        o = out if out.shape == cshape else np.reshape(out, cshape, copy=False)
+        pending = prepare(fn, [o, *(prep(a) for prep, a in zip(preps, arrays))], background)
+        found = plans[key] = (fn, cshape, preps, pending)
         return found
+
+    def numpy_kernel() -> Kernel:
+        """The shared blocked kernel (``kernels/fused.py``) with scratch of its own: made at the first call
+        that needs it, after the computation's workspace was allocated."""
+        if not fallback:
+            fallback.append(numpy_fused(op, dataclasses.replace(kc, workspace=None)))
+        return fallback[0]
 
     workers = runtime.threads() if math.prod(shape) >= PARALLEL_MIN_ELEMENTS else 1
 
     def compiled_kernel(out, *vs):
-        if head is not None:
-            head(out, vs[0], vs[1])
         arrays = [np.asarray(vs[i]) for i in inputs]
         key = (out.strides,) + tuple((a.shape, a.strides) for a in arrays)
-        fn, cshape, preps = plans.get(key) or plan(key, out, arrays)
+        fn, cshape, preps, pending = plans.get(key) or plan(key, out, arrays)
+        if not pending.done:  # numba is still compiling this loop (NG_COMPILE=background)
+            return numpy_kernel()(out, *vs)
+        if fallback:
+            fallback.clear()  # compiled from here on: its scratch is freed
+        if head is not None:
+            head(out, vs[0], vs[1])
         o = out if out.shape == cshape else np.reshape(out, cshape, copy=False)
         args = [prep(a) for prep, a in zip(preps, arrays)]
         if workers == 1 or cshape[0] < workers:

@@ -54,7 +54,7 @@ from ..kernels.context import Kernel, KernelContext, per_object
 from ..kernels.contraction import is_constant
 from ..kernels.windows import PaddedCopy, is_identity
 from . import runtime
-from .numba_loader import HAVE_NUMBA, load_kernel
+from .numba_loader import HAVE_NUMBA, load_kernel, prepare
 
 BT = ((1, 0, -1, 0), (0, 1, 1, 0), (0, -1, 1, 0), (0, 1, 0, -1))
 """Bᵀ: the input transform of F(2, 3) along one axis (4 inputs -> 4)."""
@@ -132,6 +132,13 @@ def transform(name: str) -> Callable[..., Any]:
     """The numba function of a transform (``input``, ``output``, ``gradient``): ``njit(cache=True)``, its
     generated source kept in the kernel cache directory so a second process loads the machine code."""
     return load_kernel("from numba import njit\n\n\n@njit(cache=True, nogil=True)\n" + _SOURCES[name]())
+
+
+def ready(dtype: str, background: bool) -> bool:
+    """True when the three transforms' machine code for ``dtype`` is loaded; starts compiling what is missing
+    (``numba_loader.prepare``: in the background with ``background``, else here)."""
+    probe = np.empty((1, 1, 1, 1), dtype=dtype)  # the transforms take C-contiguous 4-d arrays and a row index
+    return all([prepare(transform(name), (probe, probe, 0), background).done for name in _SOURCES])
 
 
 def filter_transform(g: Any, out: Any) -> Any:

@@ -44,8 +44,8 @@ def compiled(monkeypatch) -> list[bool]:
     made: list[bool] = []
     real = compiled_scan.compiled_scan
 
-    def spy(op, kc):
-        kernel = real(op, kc)
+    def spy(op, kc, fallback=None):
+        kernel = real(op, kc, fallback)
         made.append(kernel is not None)
         return kernel
 
@@ -362,7 +362,7 @@ def test_a_failed_compile_warns_and_keeps_the_shared_kernel(monkeypatch):
     the results stay right."""
     monkeypatch.delenv("NG_KERNELS", raising=False)
 
-    def broken(op, kc):
+    def broken(op, kc, fallback=None):
         raise RuntimeError("numba could not type the loop")
 
     monkeypatch.setattr(compiled_scan, "compiled_scan", broken)
