@@ -128,6 +128,7 @@ scatter_elements   yes        yes     yes       -              -      -     Scat
 gather_nd          yes        yes     yes       -              -      -     GatherND                 -
 scatter_nd         yes        yes     yes       -              -      -     ScatterND                -
 dot                yes        yes     yes       -              -      -     MatMul,Gemm              yes
+batch_dot          yes        yes     yes       -              -      -     -                        -
 conv               yes        yes     yes       -              -      -     Conv                     yes
 conv_bprop_data    yes        yes     yes       -              -      -     ConvTranspose            yes
 conv_bprop_filter  yes        yes     yes       -              -      -     -                        -
@@ -195,6 +196,7 @@ WHY_NOT: dict[str, dict[str, str]] = {  # capability -> {ops (space-separated): 
         "moments": "no ONNX operator of its own (the normalizations import through it)",
         "conv_bprop_filter pool_bprop centered_sums ctc_grad": "a gradient: ONNX models hold no gradients",
         "ctc": "ONNX has no CTC loss",
+        "batch_dot": "a batched MatMul imports as one grouped 1x1 convolution (frontends/onnx/tensor.py batched)",
         "assign doall sequential": "a training side effect: ONNX graphs hold none",
         "custom_gradient": "a gradient override: ONNX models hold no gradients",
         "call": "applies a sub-graph: ONNX sub-graphs (If, Loop, Scan) import as where and scan",
@@ -204,6 +206,7 @@ WHY_NOT: dict[str, dict[str, str]] = {  # capability -> {ops (space-separated): 
         "uniform normal": "random: no deterministic ONNX form (export the inference graph)",
         "assign doall": "a training side effect: export the inference graph",
         "ctc": "a loss: export the logits and decode outside the graph",
+        "batch_dot": "no converter yet (it would be Transpose, MatMul, Transpose)",
         "bit_shift scatter_add cumprod gather_elements scatter_elements gather_nd scatter_nd": "no converter yet",
         "conv_bprop_filter pool_bprop centered_sums ctc_grad": "a gradient: export the inference graph",
     },

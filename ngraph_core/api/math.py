@@ -347,6 +347,38 @@ def dot(a: Any, b: Any) -> Op:
         raise AxesError(f"dot of {format_axes(a.axes)} and {format_axes(b.axes)}: {exc}") from None
 
 
+def batch_dot(a: Any, b: Any, batch_axes: AxisSpec) -> Op:
+    """A batched matrix product: contract the axes ``a`` and ``b`` share, except ``batch_axes``, which both keep.
+
+    For each position of the batch axes this is ``dot`` of the two slices; the result has the
+    batch axes (in ``batch_axes``' order), then a's other axes, then b's. Attention's
+    ``q . k`` per head and example is one: ``batch_dot(q [D, H, T, N], k [D, H, S, N], [H, N])``
+    gives ``[H, N, T, S]``. Its gradients are batch_dots too.
+
+    Args:
+        a, b: float tensors.
+        batch_axes: axes (or names) both operands have, kept in the output.
+
+    Raises:
+        AxesError: a batch axis missing from ``a`` or ``b``, or a shared axis name with different lengths.
+
+    Example:
+        >>> scores = ng.batch_dot(q, k, ["H", "N"])  # q [D, H, T, N], k [D, H, S, N] -> [H, N, T, S]
+    """
+    a, b = as_op(a, where="batch_dot"), as_op(b, where="batch_dot")
+    batch = _resolve_axes(a, batch_axes, "batch_dot")
+    try:
+        a.axes.check_compatible(b.axes)
+    except AxesError as exc:
+        raise AxesError(f"batch_dot of {format_axes(a.axes)} and {format_axes(b.axes)}: {exc}") from None
+    if not batch.is_subset_of(b.axes):
+        raise AxesError(f"batch_dot: expected batch axes {format_axes(batch)} in both operands, received "
+                        f"{format_axes(a.axes)} and {format_axes(b.axes)}; hint: batch axes are shared axes kept "
+                        "in the output")
+    shared = a.axes & b.axes
+    return make(OpType.BATCH_DOT, [a, b], axes=batch + (a.axes - shared) + (b.axes - shared))
+
+
 # -- operators on Op --------------------------------------------------------------------------
 
 

@@ -1,4 +1,4 @@
-"""Neural-network composites built from primitives: softmax, log_softmax, cross-entropies, batch_size.
+"""Neural-network composites built from primitives: softmax, log_softmax, gelu, cross-entropies, batch_size.
 
 Only primitives have gradient rules; these are compositions, so autodiff sees
 the primitives. The cross-entropies recognise a softmax/sigmoid producer and
@@ -8,10 +8,12 @@ underflow.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from ..errors import AxesError
 from ..ir import Axes, Op, OpType, format_axes
+from .extra_math import erf
 from .math import (
     AxisSpec,
     _resolve_axes,
@@ -23,6 +25,7 @@ from .math import (
     maximum,
     stop_gradient,
     sum,
+    tanh,
 )
 from .tensors import as_op, constant
 
@@ -114,6 +117,40 @@ def softplus(x: Any) -> Op:
     """log(1 + exp(x)), stably: max(x, 0) + log1p(exp(-|x|))."""
     x = as_op(x, where="softplus")
     return maximum(x, 0.0) + log1p(exp(-absolute(x)))
+
+
+GELU_APPROXIMATIONS = ("none", "tanh")
+
+
+def gelu(x: Any, approximate: str = "none") -> Op:
+    """The Gaussian error linear unit ``x * Phi(x)`` (Hendrycks & Gimpel), element-wise.
+
+    ``approximate="none"`` is the exact form ``0.5 * x * (1 + erf(x / sqrt(2)))``; ``"tanh"`` is
+    ``0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x**3)))``. Both match PyTorch's
+    ``nn.functional.gelu`` of the same ``approximate``.
+
+    Design: a composite of primitives (``erf`` or ``tanh``, products and sums), not an op of its
+    own: its gradient comes from autodiff through ``erf``/``tanh``, and the element-wise chain
+    fuses with its neighbours (a dot head, the residual add) into one kernel like any other.
+
+    Args:
+        x: a float tensor.
+        approximate: ``"none"`` (exact) or ``"tanh"``.
+
+    Raises:
+        ValueError: another ``approximate``.
+
+    Example:
+        >>> h = ng.gelu(ng.dot(W, x) + b)
+    """
+    x = as_op(x, where="gelu")
+    if approximate == "none":
+        return 0.5 * x * (1.0 + erf(x * (1.0 / math.sqrt(2.0))))
+    if approximate == "tanh":
+        inner = math.sqrt(2.0 / math.pi) * (x + 0.044715 * (x * x * x))
+        return 0.5 * x * (1.0 + tanh(inner))
+    raise ValueError(f"gelu: expected approximate in {GELU_APPROXIMATIONS}, received {approximate!r}; "
+                     "hint: 'none' for the exact erf form, 'tanh' for the approximation (as PyTorch)")
 
 
 def cross_entropy_binary(y_hat: Any, y: Any, out_axes: AxisSpec = ()) -> Op:

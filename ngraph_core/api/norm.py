@@ -1,4 +1,4 @@
-"""Batch normalization and the statistics it is built from.
+"""Batch and layer normalization, and the statistics they are built from.
 
 ``batch_norm`` normalizes per *feature*: the axes of ``gamma`` (e.g. ``[C]``) are kept and
 the statistics are taken over every other axis of ``x`` (``H, W, N`` of ``[C, H, W, N]``,
@@ -14,6 +14,10 @@ the statistics are taken over every other axis of ``x`` (``H, W, N`` of ``[C, H,
 * **Inference form** (``mean`` and ``var`` given, e.g. running averages): the same
   element-wise expression over them; the compiler folds it into a preceding conv or dot
   (``passes/bn_fold.py``).
+
+``layer_norm`` normalizes per *example*: the statistics are taken over the named axes given
+(the features, e.g. ``[F]`` of ``[F, REC, N]``) and kept for every other axis. It is a
+composite (one ``moments`` op, then element-wise ops that fuse), so autodiff gives its gradient.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from ..errors import AxesError
 from ..ir import Axes, Op, OpType, format_axes, make
 from ..ir.infer import MOMENTS_AXIS
 from .custom import custom_gradient
-from .math import broadcast_to, rsqrt
+from .math import AxisSpec, _resolve_axes, broadcast_to, rsqrt
 from .shape import slice_along_axis
 from .tensors import as_op, constant
 
@@ -135,3 +139,47 @@ def batch_norm(x: Any, gamma: Any, beta: Any, eps: float = 1e-5, mean: Any = Non
     if mean is None or var is None:
         raise ValueError("batch_norm: expected both mean and var (inference form) or neither (training form)")
     return _normalize(x, as_op(mean, where="batch_norm"), as_op(var, where="batch_norm"), gamma, beta, eps_op)
+
+
+def layer_norm(x: Any, axes: AxisSpec, gamma: Any = None, beta: Any = None, eps: float = 1e-5) -> Op:
+    """``(x - mean) / sqrt(var + eps) * gamma + beta``, the statistics over ``axes`` (Ba et al. 2016).
+
+    The mean and the biased variance are taken over ``axes`` for each position of the other
+    axes (each time step of each example of ``[F, REC, N]`` when ``axes`` is ``[F]``), as
+    PyTorch's ``nn.LayerNorm`` over its last dims.
+
+    Args:
+        x: a float tensor.
+        axes: the normalized axes (``Axis`` objects or names), e.g. ``[F]``.
+        gamma: the scale, with axes among ``axes`` (usually exactly ``axes``); None for 1.
+        beta: the shift, with axes among ``axes``; None for 0.
+        eps: added to the variance, > 0.
+
+    Returns:
+        An op with ``x``'s axes.
+
+    Raises:
+        AxesError: ``axes`` not axes of ``x``, or ``gamma``/``beta`` with an axis outside ``axes``.
+        ValueError: ``eps`` not positive.
+
+    Example:
+        >>> y = ng.layer_norm(x, [F], gamma, beta)  # x [F, REC, N]; gamma, beta [F]
+    """
+    x = as_op(x, where="layer_norm")
+    if not eps > 0:
+        raise ValueError(f"layer_norm: expected eps > 0, received {eps!r}; hint: 1e-5 (PyTorch's default)")
+    normalized = _resolve_axes(x, axes, "layer_norm")
+    if len(normalized) == 0:
+        raise AxesError(f"layer_norm: expected at least one axis of {format_axes(x.axes)} to normalize over, "
+                        "received none; hint: pass the feature axes, e.g. ng.layer_norm(x, [F])")
+    mean, var = moments(x, x.axes - normalized)
+    y = (x - broadcast_to(mean, x.axes)) * broadcast_to(rsqrt(var + constant(float(eps), (), dtype=x.dtype)), x.axes)
+    for name, value in (("gamma", gamma), ("beta", beta)):
+        if value is None:
+            continue
+        value = as_op(value, where="layer_norm")
+        if not value.axes.is_subset_of(normalized):
+            raise AxesError(f"layer_norm: expected {name} with axes among the normalized {format_axes(normalized)}, "
+                            f"received {format_axes(value.axes)}; hint: {name} = ng.variable([F], ...) for axes=[F]")
+        y = y * broadcast_to(value, x.axes) if name == "gamma" else y + broadcast_to(value, x.axes)
+    return y

@@ -99,6 +99,17 @@ def _dot_grad(ctx: Op, op: Op) -> Grads:
     return ga, gb
 
 
+# batch_dot is bilinear: each gradient contracts ctx with the other operand over that operand's free axes,
+# keeping the batch axes: da[B, A, K] = sum_Bfree ctx[B, A, Bfree] b[B, K, Bfree], and db likewise
+def _batch_dot_grad(ctx: Op, op: Op) -> Grads:
+    a, b = op.src
+    shared = a.axes & b.axes
+    batch = shared & op.axes
+    ga = make(OpType.BATCH_DOT, [ctx, b], axes=batch + (op.axes - batch - (b.axes - shared)) + (shared - batch))
+    gb = make(OpType.BATCH_DOT, [a, ctx], axes=batch + (shared - batch) + (op.axes - batch - (a.axes - shared)))
+    return api.axes_with_order(ga, a.axes), api.axes_with_order(gb, b.axes)
+
+
 def _activation_like(g: Op, like: Op) -> Op:
     """``g``, an activation with ``like``'s roles and lengths, renamed and reordered to ``like``'s axes."""
     g_roles, like_roles = activation_roles(g.axes, "gradient"), activation_roles(like.axes, "gradient")
@@ -280,6 +291,7 @@ RULES: dict[OpType, Rule] = {
     OpType.SCATTER_ND: _scatter_grad,
     # contraction
     OpType.DOT: _dot_grad,
+    OpType.BATCH_DOT: _batch_dot_grad,
     # neural network
     OpType.CONV: _conv_grad,
     OpType.CONV_BPROP_DATA: _conv_bprop_data_grad,

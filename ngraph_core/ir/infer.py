@@ -234,6 +234,23 @@ def _dot(src, arg, axes, dtype):
     return out, promote(a.dtype, b.dtype)
 
 
+def _batch_dot(src, arg, axes, dtype):
+    a, b = src
+    a.axes.check_compatible(b.axes)
+    if axes is None:
+        raise AxesError("batch_dot: expected output axes (the batch axes, a's free axes, b's free axes), received "
+                        "none; hint: build it with ng.batch_dot(a, b, batch_axes)")
+    shared = a.axes & b.axes
+    out = Axes(axes)
+    batch = shared & out
+    if not out.same_set(batch + (a.axes - shared) + (b.axes - shared)):
+        raise AxesError(
+            f"batch_dot: output axes {format_axes(out)} are not the kept shared axes plus the free axes of "
+            f"{format_axes(a.axes)} and {format_axes(b.axes)}; hint: ng.batch_dot(a, b, batch_axes) chooses them"
+        )
+    return out, promote(a.dtype, b.dtype)
+
+
 def lookup_axes(table: Axes, name: Any, ids: Op, what: str) -> Axes:
     """The axes of ``gather(table, ids)`` along the axis called ``name``: the table's other axes, then ids'.
 
@@ -455,6 +472,7 @@ INFER: dict[OpType, Rule] = {
     OpType.GATHER_ND: infer_gather_nd,
     OpType.SCATTER_ND: infer_scatter_nd,
     OpType.DOT: _dot,
+    OpType.BATCH_DOT: _batch_dot,
     OpType.CONV: _conv,
     OpType.CONV_BPROP_DATA: _conv_bprop_data,
     OpType.CONV_BPROP_FILTER: _conv_bprop_filter,
@@ -491,6 +509,7 @@ ARITY: dict[OpType, int | None] = {
     OpType.GATHER_ND: 2,
     OpType.SCATTER_ND: 3,
     OpType.DOT: 2,
+    OpType.BATCH_DOT: 2,
     **{t: 2 for t in (OpType.CONV, OpType.CONV_BPROP_DATA, OpType.CONV_BPROP_FILTER)},
     OpType.POOL: 1,
     OpType.POOL_BPROP: None,  # (dy) for avg, (dy, x) for max

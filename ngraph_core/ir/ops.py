@@ -114,6 +114,7 @@ class OpType(Enum):
     SCATTER_ND = "scatter_nd"
     # contraction
     DOT = "dot"
+    BATCH_DOT = "batch_dot"  # a dot that keeps some shared axes (the batch); the output axes say which
     # neural-network ops over [C, *spatial, N] activations (arg: ir/conv.py ConvArg / PoolArg)
     CONV = "conv"
     CONV_BPROP_DATA = "conv_bprop_data"
@@ -184,7 +185,7 @@ class OpGroup:
         OpType.ISNAN, OpType.ISINF, OpType.LOGICAL_NOT, OpType.LOGICAL_AND, OpType.LOGICAL_OR, OpType.LOGICAL_XOR,
         OpType.BITWISE_NOT, OpType.BITWISE_AND, OpType.BITWISE_OR, OpType.BITWISE_XOR, OpType.BIT_SHIFT,
     })
-    CONTRACTION = frozenset({OpType.DOT})
+    CONTRACTION = frozenset({OpType.DOT, OpType.BATCH_DOT})
     # convolution (its data and filter gradients; the data gradient is also the transposed
     # convolution) and pooling. They own their buffers and never run in place: a window reads
     # inputs around the position it writes.

@@ -16,7 +16,7 @@ import nn_reference as nn_ref
 import numpy as np
 import pytest
 import scan_reference as scan_ref
-from extra_op_cases import extra_cases
+from extra_op_cases import extra_cases, np_erf
 from op_helper import Arg, arg, check_fused, check_op, check_op_torch
 
 import ngraph_core as ng
@@ -405,6 +405,19 @@ CASES: list[Case] = [
     case("dot_order_reversed", T.DOT, lambda a, b: make(T.DOT, [a, b], axes=[N, K, H]),
          lambda a, b: np.einsum("hc,ckn->nkh", a, b), [arg(H, C), arg(C, K, N)],
          torch=lambda a, b: torch.einsum("hc,ckn->nkh", a, b)),
+    # -- batch_dot: attention's per-head, per-example products ------------------------------------
+    case("batch_dot_qk", T.BATCH_DOT, lambda q, k: ng.batch_dot(q, k, [K, N]),
+         lambda q, k: np.einsum("ckhn,ckwn->knhw", q, k), [arg(C, K, H, N), arg(C, K, W, N)],
+         torch=lambda q, k: torch.einsum("ckhn,ckwn->knhw", q, k)),
+    case("batch_dot_weights_v", T.BATCH_DOT, lambda w, v: ng.batch_dot(w, v, [N, K]),
+         lambda w, v: np.einsum("khwn,ckwn->nkhc", w, v), [arg(K, H, W, N), arg(C, K, W, N)],
+         torch=lambda w, v: torch.einsum("khwn,ckwn->nkhc", w, v)),
+    case("batch_dot_chosen_order", T.BATCH_DOT, lambda a, b: make(T.BATCH_DOT, [a, b], axes=[W, N, H]),
+         lambda a, b: np.einsum("chn,cwn->wnh", a, b), [arg(C, H, N), arg(C, W, N)],
+         torch=lambda a, b: torch.einsum("chn,cwn->wnh", a, b)),
+    case("batch_dot_no_contraction", T.BATCH_DOT, lambda a, b: ng.batch_dot(a, b, [N]),
+         lambda a, b: np.einsum("hn,wn->nhw", a, b), [arg(H, N), arg(W, N)],
+         torch=lambda a, b: torch.einsum("hn,wn->nhw", a, b)),
     # -- composites ------------------------------------------------------------------------------
     case("softmax", (T.EXP, T.DIV), ng.softmax, np_softmax, [arg(Y, N)], torch=lambda z: z.softmax(0)),
     case("softmax_huge", (T.EXP, T.DIV), ng.softmax, np_softmax, [arg(Y, N, values=BIG)],
@@ -416,6 +429,16 @@ CASES: list[Case] = [
          lambda z: np_softmax(z, 1), [arg(Y, N)], torch=lambda z: z.softmax(1)),
     case("log_softmax", T.SUB, ng.log_softmax, lambda z: np.log(np_softmax(z)), [arg(Y, N)],
          torch=lambda z: z.log_softmax(0)),
+    case("gelu", T.ERF, ng.gelu, lambda x: 0.5 * x * (1 + np_erf(x / np.sqrt(2))), [arg(C, N, low=-4, high=4)],
+         torch=lambda x: F_().gelu(x)),
+    case("gelu_tanh", T.TANH, lambda x: ng.gelu(x, approximate="tanh"),
+         lambda x: 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3))), [arg(C, N, low=-4, high=4)],
+         torch=lambda x: F_().gelu(x, approximate="tanh")),
+    case("layer_norm", (T.MOMENTS, T.RSQRT), lambda x, g, b: ng.layer_norm(x, [C, H], g, b, eps=1e-3),
+         lambda x, g, b: (x - x.mean((0, 2), keepdims=True)) / np.sqrt(x.var((0, 2), keepdims=True) + 1e-3)
+         * g[:, None, :] + b[:, None, None], [arg(C, N, H), arg(C, H), arg(C)],
+         torch=lambda x, g, b: F_().layer_norm(x.permute(1, 0, 2), (3, 5), g, b.reshape(3, 1).expand(3, 5),
+                                               eps=1e-3).permute(1, 0, 2)),
     case("logsumexp", T.LOG, lambda z: ng.logsumexp(z, reduction_axes=[Y]), np_logsumexp, [arg(Y, N)],
          torch=lambda z: z.logsumexp(0)),
     case("logsumexp_out_axes_permuted", T.LOG, lambda z: ng.logsumexp(z, out_axes=[H, C]),

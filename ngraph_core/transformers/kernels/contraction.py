@@ -1,4 +1,5 @@
-"""``dot``: contract the shared axes with one BLAS matrix multiply into the output buffer.
+"""``dot``: contract the shared axes with one BLAS matrix multiply into the output buffer; ``batch_dot``: one
+stacked matmul, keeping the batch axes.
 
 Both operands are viewed as matrices — a as (a's other axes, shared axes), b as
 (shared axes, b's other axes) — which costs nothing for 2-D operands (BLAS takes
@@ -98,4 +99,34 @@ def dot(op: Op, kc: KernelContext) -> Kernel:
     return dot_into(kc, a, b, op.axes, kc.dtype_of(op))
 
 
-KERNELS = {OpType.DOT: dot}
+def batch_dot(op: Op, kc: KernelContext) -> Kernel:
+    """One stacked ``xp.matmul``: a as ``(batch, a's free, contracted)``, b as ``(batch, contracted, b's free)``.
+
+    The output is written in place when its axes are batch, a's free, b's free (what ``ng.batch_dot``
+    builds); any other order (a gradient's) goes through one transposing copy.
+    """
+    a, b = op.src
+    out_axes, dtype, xp = op.axes, kc.dtype_of(op), kc.xp
+    shared = a.axes & b.axes
+    batch = Axes([x for x in out_axes if x in shared])
+    summed = shared - batch
+    a_rest, b_rest = a.axes - shared, b.axes - shared
+    a_perm = tuple(a.axes.index(x) for x in batch + a_rest + summed)
+    b_perm = tuple(b.axes.index(x) for x in batch + summed + b_rest)
+    nb, m, k, n = batch.size, a_rest.size, summed.size, b_rest.size
+    standard = batch + a_rest + b_rest
+    to_out = tuple(standard.index(x) for x in out_axes)
+
+    def batch_dot_kernel(out, u, v):
+        u3 = u.transpose(a_perm).reshape(nb, m, k).astype(dtype, copy=False)
+        v3 = v.transpose(b_perm).reshape(nb, k, n).astype(dtype, copy=False)
+        if out_axes == standard:
+            xp.matmul(u3, v3, out=out.reshape(nb, m, n))
+        else:
+            xp.copyto(out, xp.matmul(u3, v3).reshape(standard.lengths).transpose(to_out))
+        return out
+
+    return batch_dot_kernel
+
+
+KERNELS = {OpType.DOT: dot, OpType.BATCH_DOT: batch_dot}
