@@ -1,5 +1,6 @@
 """User-facing op constructors (re-exported by ``ngraph_core``)."""
 
+from .attention import scaled_dot_product_attention
 from .control import assign, doall, sequential
 from .conv import convolution, deconvolution, pooling
 from .ctc import ctc_grad, ctc_loss
@@ -112,7 +113,7 @@ __all__ = [
     "stack", "tensor_slice", "unflatten", "as_op", "constant", "make_axes", "make_axis", "normal",
     "placeholder", "uniform", "variable", "batch_norm", "centered_sums", "layer_norm", "moments", "call", "graph",
     "scan",
-    "ctc_grad", "ctc_loss", "gather", "scatter_add",
+    "ctc_grad", "ctc_loss", "gather", "scatter_add", "scaled_dot_product_attention",
     "acos", "acosh", "asin", "asinh", "atan", "atanh", "bit_shift", "bitwise_and", "bitwise_not", "bitwise_or",
     "bitwise_xor", "ceil", "cosh", "erf", "floor", "isinf", "isnan", "logical_and", "logical_not", "logical_or",
     "logical_xor", "mod", "round", "sinh", "tan",
