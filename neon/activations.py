@@ -12,6 +12,7 @@ turns a name (``"relu"``, ``"Rectlin"``...), a config dict or an instance into o
 | ``Tanh`` | tanh(x) | tanh |
 | ``Softmax`` | exp(x) / sum(exp(x)) over the feature axes | softmax |
 | ``Softplus`` | log(1 + exp(x)) | softplus |
+| ``Gelu(approximate="none")`` | x * Phi(x) (``ng.gelu``; ``"tanh"``: its tanh approximation) | gelu |
 
 Example:
     >>> from neon.activations import Rectlin
@@ -146,9 +147,30 @@ class Softplus(Transform):
         return ng.softplus(x)
 
 
+class Gelu(Transform):
+    """The Gaussian error linear unit ``x * Phi(x)`` (``ng.gelu``): exact, or its tanh approximation.
+
+    Example:
+        >>> h = Gelu(approximate="tanh")(z)
+    """
+
+    def __init__(self, approximate: str = "none") -> None:
+        if approximate not in ng.api.nn.GELU_APPROXIMATIONS:
+            raise ActivationError(f"Gelu: expected approximate in {ng.api.nn.GELU_APPROXIMATIONS}, received "
+                                  f"{approximate!r}; hint: 'none' (exact) or 'tanh'")
+        self.approximate = approximate
+
+    def __call__(self, x: ng.Op) -> ng.Op:
+        return ng.gelu(x, approximate=self.approximate)
+
+    def get_config(self) -> dict[str, Any]:
+        return {"approximate": self.approximate}
+
+
 _ALIASES: dict[str, type[Transform]] = {
     "identity": Identity, "linear": Identity, "rectlin": Rectlin, "relu": Rectlin, "explin": Explin, "elu": Explin,
     "logistic": Logistic, "sigmoid": Logistic, "tanh": Tanh, "softmax": Softmax, "softplus": Softplus,
+    "gelu": Gelu,
 }
 
 
@@ -172,6 +194,6 @@ def get(identifier: Any, where: str = "activation") -> Transform:
 
 
 __all__ = [
-    "Transform", "ActivationError", "Identity", "Rectlin", "Explin", "Logistic", "Tanh", "Softmax", "Softplus",
+    "Transform", "ActivationError", "Identity", "Rectlin", "Explin", "Logistic", "Tanh", "Softmax", "Softplus", "Gelu",
     "serialize", "get",
 ]

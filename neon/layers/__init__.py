@@ -1,5 +1,6 @@
 """neon layers (every one builds ngraph ops)."""
 
+from .attention import LayerNorm, MultiHeadAttention, PositionEmbedding, SinusoidalPositionEmbedding
 from .base import Layer, LayerError, is_training, training_mode
 from .cells import GRUCell, LSTMCell, RNNCell, SimpleRNNCell
 from .composite import CompositeLayer
@@ -25,6 +26,7 @@ from .recurrent import (
 from .reshaping import Flatten, Unflatten
 from .residual import ResidualBlock
 from .serialization import deserialize_layer, layer_classes, serialize_layer
+from .transformer import FeedForward, TransformerDecoderLayer, TransformerEncoder, TransformerEncoderLayer
 
 __all__ = [
     "Layer", "LayerError", "is_training", "training_mode", "CompositeLayer",
@@ -33,4 +35,6 @@ __all__ = [
     "deserialize_layer", "layer_classes", "serialize_layer",
     "RNNCell", "SimpleRNNCell", "LSTMCell", "GRUCell", "Recurrent", "LSTM", "GRU", "BiRNN", "BiLSTM", "DeepBiRNN",
     "DeepBiLSTM", "RecurrentSum", "RecurrentMean", "RecurrentLast", "sequence_lengths",
+    "LayerNorm", "MultiHeadAttention", "PositionEmbedding", "SinusoidalPositionEmbedding", "FeedForward",
+    "TransformerEncoderLayer", "TransformerDecoderLayer", "TransformerEncoder",
 ]

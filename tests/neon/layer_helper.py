@@ -120,9 +120,11 @@ def run_layer_test(layer_factory: Callable[[], Layer], input_axes: Sequence[ng.A
         step = t.computation([loss, *grads, ng.doall(updates + layer.updates)], x)
         before = [t.read_variable(v) for v in variables]
         loss_before, *grad_values, _ = step(x_value)
+        # a gradient zero but for rounding (attention's key bias: softmax ignores a shift per query) is zero
+        noise = 1e-5 * max(float(np.abs(g).max(initial=0.0)) for g in grad_values)
         for v, old, g in zip(variables, before, grad_values):
             assert g.shape == old.shape
-            if np.any(g != 0):
+            if np.any(np.abs(g) > noise):
                 assert not np.allclose(t.read_variable(v), old), f"{v.name} did not change"
         result.loss_before = float(loss_before)
         if deterministic:
