@@ -93,7 +93,8 @@ def test_several_ranks_never_time_and_take_the_unmeasured_choice(monkeypatch):
     """Two ranks: no layer is timed, nothing is recorded, and every kernel is ``UNMEASURED_ORDER``'s first that
     applies (here Winograd everywhere), bit for bit, whatever the disk record says."""
     conv_choice.MEASURED.update({"poisoned": {"chosen": "im2col"}})  # a record is ignored, not read
-    monkeypatch.setattr(conv_choice, "choose", lambda key, candidates, ready=None: pytest.fail(f"timed {key} with ranks"))
+    monkeypatch.setattr(conv_choice, "choose",
+                        lambda key, candidates, ready=None: pytest.fail(f"timed {key} with ranks"))
     two_ranks = conv_step(TwoRanks())
     assert not conv_choice._DECIDED and not conv_choice.choices_path().exists()
     assert conv_choice.UNMEASURED_ORDER == ("winograd", "im2col")
