@@ -19,15 +19,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from harness import Step, blas_info, child_main
+from harness import Step, child_main
+from lstm_step import FEATURES, HIDDEN, make_batch, ngraph_step, torch_step
 
-SEQ, BATCH, FEATURES, HIDDEN, CLASSES = 32, 32, 64, 256, 10
-LR, MOMENTUM = 0.01, 0.9
 STEPS, WARMUP = 50, 10
 
 
 def make_weights(rng) -> dict:
     """Uniform(-1/sqrt(H), 1/sqrt(H)) weights in PyTorch's layout (gates r, z, n stacked); fc bias zero."""
+    from lstm_step import CLASSES
+
     def uniform(shape, bound):
         return rng.uniform(-bound, bound, size=shape).astype("float32")
 
@@ -36,69 +37,24 @@ def make_weights(rng) -> dict:
             "b": uniform((3 * HIDDEN,), k), "b_h": uniform((3 * HIDDEN,), k), "fc_W": uniform((CLASSES, HIDDEN), k)}
 
 
-def make_batch(rng):
-    """A random sequence (SEQ, BATCH, FEATURES) (PyTorch's layout) and integer labels (BATCH,)."""
-    return rng.standard_normal((SEQ, BATCH, FEATURES)).astype("float32"), rng.integers(0, CLASSES, size=BATCH)
-
-
 def build_ngraph(threads: int, backend: str = "numpy") -> tuple[Step, str]:
     import numpy as np
 
-    import ngraph_core as ng
-    from neon.costs import CrossEntropyMulti
-    from neon.layers import GRU, Affine
-    from neon.optimizers import GradientDescentMomentum
+    from neon.layers import GRU
 
     rng = np.random.default_rng(0)
     weights = make_weights(rng)
-    x, labels = make_batch(rng)
-    F, REC, N = ng.make_axis(FEATURES, "F"), ng.make_axis(SEQ, "REC"), ng.make_axis(BATCH, "N")
-    X, Y = ng.placeholder([F, REC, N], name="X"), ng.placeholder([ng.make_axis(CLASSES, "Y"), N], name="Y")
-    gru, fc = GRU(HIDDEN), Affine(CLASSES, bias=0.0, activation="softmax")
-    probs = fc(gru(X))
-    loss = CrossEntropyMulti()(probs, Y)
-    update = GradientDescentMomentum(LR, MOMENTUM)(loss, gru.trainable_variables + fc.trainable_variables)
-    t = ng.transformers.make_transformer(backend)
-    train = t.computation([loss, update], X, Y)
-    cell = gru.cell
-    for var, key in ((cell.W_x, "W_x"), (cell.W_h, "W_h"), (cell.b, "b"), (cell.b_h, "b_h"), (fc.linear.W, "fc_W")):
-        t.write_variable(var, weights[key])
-    x_ours = np.ascontiguousarray(np.transpose(x, (2, 0, 1)))  # (SEQ, N, F) -> [F, REC, N]
-    targets = np.ascontiguousarray(np.eye(CLASSES, dtype="float32")[labels].T)
-    return (lambda: train(x_ours, targets)[0]), f"ngraph_core {backend}, {blas_info()}"
+    return ngraph_step(GRU, weights, make_batch(rng), ("W_x", "W_h", "b", "b_h"), backend)
 
 
 def build_torch(threads: int, device: str = "cpu") -> tuple[Step, str]:
     import numpy as np
     import torch
 
-    torch.set_num_threads(threads)
     rng = np.random.default_rng(0)
     weights = make_weights(rng)
-    x, labels = make_batch(rng)
-    gru, fc = torch.nn.GRU(FEATURES, HIDDEN), torch.nn.Linear(HIDDEN, CLASSES)
-    with torch.no_grad():  # the ngraph side's weights: same losses
-        gru.weight_ih_l0.copy_(torch.from_numpy(weights["W_x"]))
-        gru.weight_hh_l0.copy_(torch.from_numpy(weights["W_h"]))
-        gru.bias_ih_l0.copy_(torch.from_numpy(weights["b"]))
-        gru.bias_hh_l0.copy_(torch.from_numpy(weights["b_h"]))
-        fc.weight.copy_(torch.from_numpy(weights["fc_W"]))
-        fc.bias.zero_()
-    gru, fc = gru.to(device), fc.to(device)
-    cost = torch.nn.CrossEntropyLoss()
-    params = [*gru.parameters(), *fc.parameters()]
-    optimizer = torch.optim.SGD(params, lr=LR, momentum=MOMENTUM)
-    x, labels = torch.from_numpy(x).to(device), torch.from_numpy(labels).to(device)
-
-    def step() -> object:
-        optimizer.zero_grad()
-        _, h_n = gru(x)
-        loss = cost(fc(h_n[0]), labels)
-        loss.backward()
-        optimizer.step()
-        return loss.detach()
-
-    return step, f"torch {torch.__version__}, {torch.get_num_threads()} threads"
+    return torch_step(threads, torch.nn.GRU(FEATURES, HIDDEN), (weights["b"], weights["b_h"]), weights,
+                      make_batch(rng), device)
 
 
 BUILDERS: dict[str, Callable[[int], tuple[Step, str]]] = {"ngraph": build_ngraph, "torch": build_torch}

@@ -22,6 +22,7 @@ Usage: ``python benchmarks/run.py lstm_step --pairs 5 --threads 1 2``.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from harness import Step, blas_info, child_main
 
@@ -45,64 +46,84 @@ def make_batch(rng):
     return rng.standard_normal((SEQ, BATCH, FEATURES)).astype("float32"), rng.integers(0, CLASSES, size=BATCH)
 
 
-def build_ngraph(threads: int, backend: str = "numpy") -> tuple[Step, str]:
+def ngraph_step(layer_class: type, weights: dict, batch: tuple, keys: tuple[str, ...], backend: str = "numpy"
+                ) -> tuple[Step, str]:
+    """The training step of ``layer_class(HIDDEN)`` (neon's ``LSTM`` or ``GRU``) + ``Affine(10, Softmax)`` on
+    ``batch`` (``make_batch``'s), its cell's variables named ``keys`` written from ``weights`` (and ``fc_W``)."""
     import numpy as np
 
     import ngraph_core as ng
     from neon.costs import CrossEntropyMulti
-    from neon.layers import LSTM, Affine
+    from neon.layers import Affine
     from neon.optimizers import GradientDescentMomentum
 
-    rng = np.random.default_rng(0)
-    weights = make_weights(rng)
-    x, labels = make_batch(rng)
+    x, labels = batch
     F, REC, N = ng.make_axis(FEATURES, "F"), ng.make_axis(SEQ, "REC"), ng.make_axis(BATCH, "N")
     X, Y = ng.placeholder([F, REC, N], name="X"), ng.placeholder([ng.make_axis(CLASSES, "Y"), N], name="Y")
-    lstm, fc = LSTM(HIDDEN), Affine(CLASSES, bias=0.0, activation="softmax")
-    probs = fc(lstm(X))
+    rnn, fc = layer_class(HIDDEN), Affine(CLASSES, bias=0.0, activation="softmax")
+    probs = fc(rnn(X))
     loss = CrossEntropyMulti()(probs, Y)
-    update = GradientDescentMomentum(LR, MOMENTUM)(loss, lstm.trainable_variables + fc.trainable_variables)
+    update = GradientDescentMomentum(LR, MOMENTUM)(loss, rnn.trainable_variables + fc.trainable_variables)
     t = ng.transformers.make_transformer(backend)
     train = t.computation([loss, update], X, Y)
-    cell = lstm.cell
-    for var, key in ((cell.W_x, "W_x"), (cell.W_h, "W_h"), (cell.b, "b"), (fc.linear.W, "fc_W")):
-        t.write_variable(var, weights[key])
+    for key in keys:
+        t.write_variable(getattr(rnn.cell, key), weights[key])
+    t.write_variable(fc.linear.W, weights["fc_W"])
     x_ours = np.ascontiguousarray(np.transpose(x, (2, 0, 1)))  # (SEQ, N, F) -> [F, REC, N]
     targets = np.ascontiguousarray(np.eye(CLASSES, dtype="float32")[labels].T)
     return (lambda: train(x_ours, targets)[0]), f"ngraph_core {backend}, {blas_info()}"
 
 
-def build_torch(threads: int, device: str = "cpu") -> tuple[Step, str]:
-    import numpy as np
+def torch_step(threads: int, module: Any, biases: tuple[Any, Any], weights: dict, batch: tuple,
+               device: str = "cpu") -> tuple[Step, str]:
+    """The same step in PyTorch eager: ``module`` (``nn.LSTM`` or ``nn.GRU``) with ``weights``' ``W_x``/``W_h``
+    and the two ``biases`` (arrays, or None for zeros), ``nn.Linear``, ``CrossEntropyLoss``, SGD momentum."""
     import torch
 
     torch.set_num_threads(threads)
-    rng = np.random.default_rng(0)
-    weights = make_weights(rng)
-    x, labels = make_batch(rng)
-    lstm, fc = torch.nn.LSTM(FEATURES, HIDDEN), torch.nn.Linear(HIDDEN, CLASSES)
+    x, labels = batch
+    fc = torch.nn.Linear(HIDDEN, CLASSES)
     with torch.no_grad():  # the ngraph side's weights: same losses
-        lstm.weight_ih_l0.copy_(torch.from_numpy(weights["W_x"]))
-        lstm.weight_hh_l0.copy_(torch.from_numpy(weights["W_h"]))
-        lstm.bias_ih_l0.copy_(torch.from_numpy(weights["b"]))
-        lstm.bias_hh_l0.zero_()
+        module.weight_ih_l0.copy_(torch.from_numpy(weights["W_x"]))
+        module.weight_hh_l0.copy_(torch.from_numpy(weights["W_h"]))
+        for bias, value in zip((module.bias_ih_l0, module.bias_hh_l0), biases):
+            bias.copy_(torch.from_numpy(value)) if value is not None else bias.zero_()
         fc.weight.copy_(torch.from_numpy(weights["fc_W"]))
         fc.bias.zero_()
-    lstm, fc = lstm.to(device), fc.to(device)
+    module, fc = module.to(device), fc.to(device)
     cost = torch.nn.CrossEntropyLoss()
-    params = [*lstm.parameters(), *fc.parameters()]
-    optimizer = torch.optim.SGD(params, lr=LR, momentum=MOMENTUM)
+    optimizer = torch.optim.SGD([*module.parameters(), *fc.parameters()], lr=LR, momentum=MOMENTUM)
     x, labels = torch.from_numpy(x).to(device), torch.from_numpy(labels).to(device)
 
     def step() -> object:
         optimizer.zero_grad()
-        _, (h_n, _) = lstm(x)
+        _, state = module(x)
+        h_n = state[0] if isinstance(state, tuple) else state  # LSTM: (h, c); GRU: h
         loss = cost(fc(h_n[0]), labels)
         loss.backward()
         optimizer.step()
         return loss.detach()
 
     return step, f"torch {torch.__version__}, {torch.get_num_threads()} threads"
+
+
+def build_ngraph(threads: int, backend: str = "numpy") -> tuple[Step, str]:
+    import numpy as np
+
+    from neon.layers import LSTM
+
+    rng = np.random.default_rng(0)
+    weights = make_weights(rng)
+    return ngraph_step(LSTM, weights, make_batch(rng), ("W_x", "W_h", "b"), backend)
+
+
+def build_torch(threads: int, device: str = "cpu") -> tuple[Step, str]:
+    import numpy as np
+    import torch
+
+    rng = np.random.default_rng(0)
+    weights = make_weights(rng)
+    return torch_step(threads, torch.nn.LSTM(FEATURES, HIDDEN), (weights["b"], None), weights, make_batch(rng), device)
 
 
 BUILDERS: dict[str, Callable[[int], tuple[Step, str]]] = {"ngraph": build_ngraph, "torch": build_torch}

@@ -79,10 +79,14 @@ def kernel_set() -> str:
     Raises:
         ValueError: another value.
     """
-    value = os.environ.get("NG_KERNELS", "").strip().lower() or "auto"
-    if value not in KERNEL_SETS:
-        raise ValueError(f"NG_KERNELS={value!r}: expected one of {', '.join(KERNEL_SETS)}; "
-                         "hint: unset it for auto")
+    return _setting("NG_KERNELS", KERNEL_SETS)
+
+
+def _setting(variable: str, values: tuple[str, ...]) -> str:
+    """The environment ``variable``, one of ``values`` (case-insensitive; unset or empty: the first)."""
+    value = os.environ.get(variable, "").strip().lower() or values[0]
+    if value not in values:
+        raise ValueError(f"{variable}={value!r}: expected one of {', '.join(values)}; hint: unset it for {values[0]}")
     return value
 
 
@@ -102,11 +106,7 @@ def compile_mode() -> str:
     Raises:
         ValueError: another value.
     """
-    value = os.environ.get("NG_COMPILE", "").strip().lower() or "background"
-    if value not in COMPILE_MODES:
-        raise ValueError(f"NG_COMPILE={value!r}: expected one of {', '.join(COMPILE_MODES)}; "
-                         "hint: unset it for background")
-    return value
+    return _setting("NG_COMPILE", COMPILE_MODES)
 
 
 def background_allowed(ranks: int = 1) -> bool:
