@@ -12,6 +12,7 @@ _EXPORTS = {
     "train_lstm_sentiment": ("lstm_sentiment", "train"),
     "train_char_seq2seq": ("char_seq2seq", "train"),
     "train_char_lm": ("char_lm", "train"),
+    "train_char_transformer": ("char_transformer", "train"),
     "train_dqn_cartpole": ("dqn_cartpole", "train"),
     "train_dqn_atari": ("dqn_atari", "train"),
 }

@@ -59,7 +59,8 @@ _MODEL_CLASSES: dict[str, type] = {}
 
 # where the project's own model classes are defined: imported (a fixed list, never a name read
 # from a file) when a record names a class not registered yet, so any file the project writes loads
-MODEL_MODULES = ("neon.gan", "neon.rl.dqn", "model_zoo.char_seq2seq", "model_zoo.char_lm")
+MODEL_MODULES = ("neon.gan", "neon.rl.dqn", "model_zoo.char_seq2seq", "model_zoo.char_lm",
+                 "model_zoo.char_transformer")
 
 
 def register_model_class(cls: type[T], name: str | None = None) -> type[T]:

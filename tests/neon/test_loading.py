@@ -229,7 +229,7 @@ def test_other_model_classes_get_the_same_size_checks(tmp_path: Path, owner: Cal
     ([["Affine"]], "expected the layers' config as the first model record, received a list"),
     ([{"class_name": "Affine"}], "the Affine layers were saved without their config"),
     ([{"class_name": "Nonexistent", "config": {}}], "expected a layer class as the top layer or a model class among "
-                                                    r"\['CharLM', 'DQNAgent', 'GAN', 'Seq2Seq'"),
+                                                    r"\['CharLM', 'CharTransformer', 'DQNAgent', 'GAN', 'Seq2Seq'"),
     ([{"class_name": "Affine", "config": {"nout": "many"}}], "the saved layer configs do not rebuild"),
 ])
 def test_records_that_cannot_rebuild_a_model_are_checkpoint_errors(tmp_path: Path, model: list, message: str) -> None:

@@ -1,0 +1,334 @@
+"""A decoder-only (causal) Transformer language model of Shakespeare's characters, as functions and as a script.
+
+The model (``CharTransformer``): characters -> ``LookupTable(d_model)`` -> ``PositionEmbedding``
+(learned, one vector per step of the window) -> ``TransformerEncoder`` of ``--layers`` pre-norm
+blocks with *causal* self-attention (step ``t`` sees steps ``<= t``), GELU feed-forward blocks of
+``4 * d_model`` and a final ``LayerNorm`` -> ``Affine(vocab)`` per step. It is trained exactly as
+``char_lm``'s LSTM is: the same text, the same windows (``CharIterator``: ``x = text[s:s+T]``,
+``y = text[s+1:s+T+1]``, shuffled each epoch), the same held-out tenth, the same loss
+(``masked_cross_entropy``, nats per character), Adam with the gradient norm clipped at 5.
+``CharTransformer`` subclasses ``CharLM`` for its training step, ``fit_text`` and held-out
+``cost``; only the layers and the sampling differ. Held out, every window is read on its own
+(the LSTM from a zero state, the Transformer with no earlier context), so the two models'
+bits per character (``nats / ln 2``) measure the same thing.
+
+Sampling (``CharTransformer.sample``): the context (the prompt, then what was generated, its last
+``seq_length`` characters) is run through the model at every step and the next character drawn
+from ``softmax(logits / temperature)`` by the Gumbel-max trick with a seeded generator
+(``temperature=0``: greedy). The whole prefix is recomputed each step: there is no key/value cache.
+
+``--match-lstm`` picks ``d_model`` (a multiple of ``--heads``) whose parameter count is closest to
+that of ``char_lm``'s default model (``LSTM(256)`` over 64-wide embeddings) on the same vocabulary,
+and prints both counts. Measured figures against ``char_lm`` are in ``benchmarks/RESULTS.md``.
+
+Usage:
+    python -m model_zoo.char_transformer                           # the default run; prints a passage
+    python -m model_zoo.char_transformer --match-lstm              # as many parameters as char_lm's LSTM
+    python -m model_zoo.char_transformer --max-chars 20000 --layers 1 --d-model 32 --sample-length 100
+
+    >>> from model_zoo.char_transformer import train
+    >>> result = train(max_chars=200_000, epochs=1)
+    >>> print(result.model.sample("ROMEO.\\n", 200, temperature=0.8))
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from neon.callbacks import Callback, Checkpoint, EpochPrinter, History
+from neon.data.text import Vocabulary
+from neon.initializers import set_seed
+from neon.layers import Affine, LookupTable, PositionEmbedding, TransformerEncoder
+from neon.optimizers import Adam
+
+from .char_lm import CLIP_NORM, DEFAULT_PROMPT, CharLM, load_text, split_text
+from .char_models import CharModel, CharModelError, gumbel_noise, record_vocabulary
+from .progress import add_progress_flag, show_progress
+
+LEARNING_RATE = 2e-3
+D_MODEL, LAYERS, HEADS, FF_MULT = 64, 2, 4, 4
+SEQ_LENGTH, BATCH_SIZE, MAX_CHARS = 64, 32, 1_000_000
+LSTM_HIDDEN, LSTM_EMBEDDING = 256, 64  # char_lm's default model, the one --match-lstm matches
+DEFAULT_OUT = Path("out") / "char_transformer"
+
+
+def _check_int(name: str, value: Any, low: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+        raise CharModelError(f"char_transformer: expected {name} to be an int >= {low}, received {value!r}; "
+                             f"hint: pass --{name.replace('_', '-')} {max(low, 1)} or more")
+    return int(value)
+
+
+class CharTransformer(CharLM):
+    """A causal Transformer over characters predicting the next one (see the module docstring).
+
+    Args:
+        vocab: the characters.
+        d_model: the width of every step's vector (a multiple of ``num_heads``).
+        num_layers: Transformer blocks.
+        num_heads: attention heads per block.
+        context: the longest window (the position table's length; ``seq_length`` in training).
+        dropout: dropout of the blocks in training (0: none).
+        seed: seeds the initial weights (``set_seed``); None leaves the generator as it is.
+        backend: the transformer backend; **transformer_options: for ``make_transformer``.
+
+    Raises:
+        CharModelError: a size below 1, or ``d_model`` not a multiple of ``num_heads``.
+
+    Example:
+        >>> model = CharTransformer(Vocabulary.from_text(text), d_model=64, num_layers=2, num_heads=4)
+        >>> model.fit_text(text, 1, Adam(2e-3), seq_length=64); model.sample("ROMEO.\\n", 100)
+    """
+
+    def __init__(self, vocab: Vocabulary, d_model: int = D_MODEL, num_layers: int = LAYERS, num_heads: int = HEADS,
+                 context: int = SEQ_LENGTH, dropout: float = 0.0, seed: int | None = 0, backend: str | None = None,
+                 **transformer_options: Any) -> None:
+        d_model, num_layers = _check_int("d_model", d_model), _check_int("layers", num_layers)
+        num_heads, context = _check_int("heads", num_heads), _check_int("seq_length", context)
+        if d_model % num_heads:
+            raise CharModelError(f"char_transformer: expected d_model to be a multiple of heads={num_heads}, "
+                                 f"received {d_model}; hint: pass --d-model {num_heads * max(1, d_model // num_heads)}")
+        if seed is not None:
+            set_seed(seed)
+        self.vocab, self.d_model, self.num_layers, self.num_heads = vocab, d_model, num_layers, num_heads
+        self.context, self.dropout = context, float(dropout)
+        CharModel.__init__(self, {
+            "embed": LookupTable(len(vocab), d_model),
+            "position": PositionEmbedding(context),
+            "decoder": TransformerEncoder(num_layers, num_heads, FF_MULT * d_model, dropout=self.dropout,
+                                          activation="gelu", norm_first=True, causal=True, final_norm=True),
+            "output": Affine(len(vocab), bias=0.0)}, backend, **transformer_options)
+
+    def logits(self, ids: Any) -> Any:
+        """Next-character logits ``[V, REC, N]`` for ids ``[REC, N]`` (``REC`` at most ``context``)."""
+        if ids.axes.recurrent_axis.length > self.context:
+            raise CharModelError(f"CharTransformer: expected windows of at most context={self.context} characters, "
+                                 f"received {ids.axes.recurrent_axis.length}; hint: build the model with a longer "
+                                 "context (--seq-length) or cut the windows")
+        h = self.layers["position"](self.layers["embed"](ids))
+        return self.layers["output"](self.layers["decoder"](h))
+
+    def next_logits(self, ids: np.ndarray) -> np.ndarray:
+        """The logits ``[V]`` of the character after ``ids`` (its last ``context`` characters are read)."""
+        window = np.zeros((self.context, 1), dtype=np.int32)
+        tail = np.asarray(ids, dtype=np.int32)[-self.context:]
+        window[:len(tail), 0] = tail  # causal: the zeros after the tail do not reach its last step
+        comp = self.inference(("window", self.context), lambda: self._compile_window())
+        return np.asarray(comp(window))[:, len(tail) - 1, 0]
+
+    def _compile_window(self) -> Any:
+        x = self._ids(self.context, 1, "x")
+        return self.transformer.computation(self.logits(x), x, mode="inference")
+
+    def sample(self, prompt: str, length: int, temperature: float = 0.8, seed: int = 0) -> str:
+        """``length`` characters continuing ``prompt``, drawn from ``softmax(logits / temperature)``.
+
+        Args:
+            prompt: at least one character of the vocabulary.
+            length: characters to generate (>= 1).
+            temperature: >= 0; 0 picks the likeliest character (greedy), below 1 sharpens, above 1 flattens.
+            seed: seeds the Gumbel noise (same seed and weights, same passage).
+
+        Returns:
+            the generated characters (without the prompt).
+
+        Raises:
+            CharModelError: an empty prompt, a bad length or temperature; DataError: unknown characters.
+
+        Example:
+            >>> model.sample("ROMEO.\\n", 200, temperature=0.8)
+        """
+        if not prompt:
+            raise CharModelError("CharTransformer.sample: expected a prompt of at least one character, received ''; "
+                                 "hint: e.g. sample('KING.\\n', 200)")
+        if isinstance(length, bool) or not isinstance(length, int) or length < 1:
+            raise CharModelError(f"CharTransformer.sample: expected length to be an int >= 1, received {length!r}")
+        if not (isinstance(temperature, (int, float)) and math.isfinite(temperature) and temperature >= 0):
+            raise CharModelError(f"CharTransformer.sample: expected a finite temperature >= 0, received "
+                                 f"{temperature!r}; hint: 0 is greedy, 0.8 a usual choice")
+        ids = list(self.vocab.encode(prompt))
+        # Gumbel-max with a temperature: argmax(logits / T + g) = argmax(logits + T * g)
+        noise = float(temperature) * gumbel_noise(np.random.default_rng(seed), (length, len(self.vocab)))
+        for step in range(length):
+            ids.append(int(np.argmax(self.next_logits(np.array(ids)) + noise[step])))
+        return self.vocab.decode(np.array(ids[-length:]))
+
+    def config(self) -> dict[str, Any]:
+        return {"class_name": "CharTransformer", "vocab": self.vocab.tokens, "d_model": self.d_model,
+                "num_layers": self.num_layers, "num_heads": self.num_heads, "context": self.context,
+                "dropout": self.dropout}
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any], input_shape: tuple[int, ...] | None, *,
+                    custom_objects: Mapping[str, type] | None = None, backend: str | None = None,
+                    **transformer_options: Any) -> CharTransformer:
+        """The model ``config()`` describes, built; ``neon.load_model`` calls it.
+
+        Raises:
+            CheckpointError: a record without a vocabulary of strings.
+        """
+        model = cls(record_vocabulary(record), d_model=record.get("d_model"), num_layers=record.get("num_layers"),
+                    num_heads=record.get("num_heads"), context=record.get("context"),
+                    dropout=record.get("dropout", 0.0), seed=None, backend=backend, **transformer_options)
+        model.build()
+        return model
+
+
+def parameter_count(model: CharModel) -> int:
+    """The number of trainable values of ``model`` (built first if it is not).
+
+    Example:
+        >>> parameter_count(CharLM(vocab, 64, 256))
+    """
+    model.ensure_built()
+    return int(sum(math.prod(v.axes.lengths) for v in model.trainable_variables))
+
+
+def transformer_parameters(vocab_size: int, d_model: int, num_layers: int, context: int) -> int:
+    """``CharTransformer``'s parameter count, without building it.
+
+    Embedding ``V d`` + positions ``T d`` + per block ``4d^2 + 4d`` (attention) + ``2 f d + f + d``
+    (feed-forward, ``f = 4d``) + ``4d`` (two layer norms) + ``2d`` (the final norm) + ``d V + V`` (output).
+    """
+    f = FF_MULT * d_model
+    block = 4 * d_model * d_model + 4 * d_model + 2 * f * d_model + f + d_model + 4 * d_model
+    return vocab_size * d_model + context * d_model + num_layers * block + 2 * d_model + d_model * vocab_size + \
+        vocab_size
+
+
+def matching_width(target: int, vocab_size: int, num_layers: int, num_heads: int, context: int) -> int:
+    """The ``d_model`` (a multiple of ``num_heads``) whose ``CharTransformer`` has closest to ``target`` parameters.
+
+    Example:
+        >>> matching_width(355_000, 80, 2, 4, 64)
+        112
+    """
+    widths = range(num_heads, 64 * num_heads * 16 + 1, num_heads)
+    return min(widths, key=lambda d: abs(transformer_parameters(vocab_size, d, num_layers, context) - target))
+
+
+@dataclass
+class TrainResult:
+    """What ``train`` returns: the model, its history, the held-out figures, a passage, sizes and time."""
+
+    model: CharTransformer
+    history: History
+    bpc: float
+    perplexity: float
+    passage: str
+    seconds: float
+    parameters: int
+    lstm_parameters: int | None
+
+
+def train(max_chars: int | None = MAX_CHARS, epochs: int = 1, seq_length: int = SEQ_LENGTH,
+          batch_size: int = BATCH_SIZE, d_model: int = D_MODEL, num_layers: int = LAYERS, num_heads: int = HEADS,
+          match_lstm: bool = False, dropout: float = 0.0, learning_rate: float = LEARNING_RATE, seed: int = 0,
+          works: Sequence[str] | None = None, sample_length: int = 400, temperature: float = 0.8,
+          prompt: str = DEFAULT_PROMPT, out: str | Path | None = None, progress: bool = False) -> TrainResult:
+    """Train a ``CharTransformer`` on Shakespeare, report held-out bits per character, print a sampled passage.
+
+    Args:
+        max_chars: keep the first so many characters of the joined texts (None: all 5.1 million).
+        epochs: passes over the training windows.
+        seq_length, batch_size: window length (the model's context) and windows per step.
+        d_model, num_layers, num_heads: the model (``d_model`` is chosen for you with ``match_lstm``).
+        match_lstm: pick ``d_model`` so the parameter count matches ``char_lm``'s default LSTM's.
+        dropout, learning_rate: the blocks' dropout and Adam's rate.
+        seed: seeds the weights, the window order and the sample.
+        works: the texts to read (default all 42).
+        sample_length, temperature, prompt: the passage printed at the end.
+        out: a folder for ``char_transformer.h5`` (the last epoch's checkpoint), or None.
+        progress: show ``fit_loop``'s progress bar.
+
+    Returns:
+        a ``TrainResult``.
+
+    Raises:
+        MissingDataError: the Shakespeare archive is absent (``make venv`` fetches it).
+        CharModelError, DataError: bad settings (a text too short for one window).
+
+    Example:
+        >>> train(max_chars=200_000).bpc
+    """
+    started = time.perf_counter()
+    text = load_text(max_chars, works)
+    train_text, held_out = split_text(text)
+    if len(held_out) < seq_length + 1:
+        raise CharModelError(f"char_transformer: expected a held-out tenth of at least seq_length + 1 = "
+                             f"{seq_length + 1} characters, received {len(held_out)} of {len(text)}; hint: raise "
+                             "--max-chars or lower --seq-length")
+    vocab = Vocabulary.from_text(text + prompt)
+    lstm_parameters = None
+    if match_lstm:
+        lstm_parameters = parameter_count(CharLM(vocab, LSTM_EMBEDDING, LSTM_HIDDEN, seed=None))
+        d_model = matching_width(lstm_parameters, len(vocab), num_layers, num_heads, seq_length)
+    model = CharTransformer(vocab, d_model, num_layers, num_heads, seq_length, dropout, seed=seed)
+    parameters = parameter_count(model)
+    print(f"Shakespeare: {len(train_text):,} training and {len(held_out):,} held-out characters, vocabulary "
+          f"{len(vocab)}; Transformer {num_layers} x d_model {d_model} x {num_heads} heads (causal), windows of "
+          f"{seq_length} x {batch_size}, Adam {learning_rate}", flush=True)
+    print(f"parameters: {parameters:,}" + (f" (char_lm's LSTM({LSTM_HIDDEN}): {lstm_parameters:,})"
+                                            if lstm_parameters is not None else ""), flush=True)
+
+    def end_epoch(epoch: int) -> dict[str, float]:
+        nats = model.cost(held_out, seq_length, batch_size)
+        return {"valid_cost": nats, "valid_bpc": nats / math.log(2.0), "valid_perplexity": math.exp(nats)}
+
+    fields = [("train_cost", "train_cost (nats)", ".4f"), ("valid_bpc", "valid bpc", ".3f"),
+              ("valid_perplexity", "perplexity", ".2f")]
+    callbacks: list[Callback] = [EpochPrinter(fields)]
+    if out is not None:
+        Path(out).mkdir(parents=True, exist_ok=True)
+        callbacks.append(Checkpoint(Path(out) / "char_transformer.h5"))
+    history = model.fit_text(train_text, epochs, Adam(learning_rate, gradient_clip_norm=CLIP_NORM), seq_length,
+                             batch_size, seed, callbacks, end_epoch, progress=progress)
+    trained = time.perf_counter() - started
+    nats = history["valid_cost"][-1] if epochs > 0 else model.cost(held_out, seq_length, batch_size)
+    passage = model.sample(prompt, sample_length, temperature, seed)
+    seconds = time.perf_counter() - started
+    print(f"held-out: {nats / math.log(2.0):.3f} bits per character, perplexity {math.exp(nats):.2f} "
+          f"({trained:.0f} s to train and evaluate, {seconds:.0f} s in all)")
+    print(f"sample (temperature {temperature}):\n{prompt}{passage}")
+    return TrainResult(model, history, nats / math.log(2.0), math.exp(nats), passage, seconds, parameters,
+                       lstm_parameters)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--max-chars", type=int, default=MAX_CHARS, help="0: all 5.1 million characters")
+    parser.add_argument("--epochs", type=int, default=1)
+    parser.add_argument("--seq-length", type=int, default=SEQ_LENGTH, help="window length, the model's context")
+    parser.add_argument("--batch-size", type=int, default=BATCH_SIZE)
+    parser.add_argument("--layers", type=int, default=LAYERS)
+    parser.add_argument("--d-model", type=int, default=D_MODEL)
+    parser.add_argument("--heads", type=int, default=HEADS)
+    parser.add_argument("--match-lstm", action="store_true",
+                        help=f"pick --d-model to match the parameters of char_lm's LSTM({LSTM_HIDDEN})")
+    parser.add_argument("--dropout", type=float, default=0.0)
+    parser.add_argument("--lr", type=float, default=LEARNING_RATE)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--works", nargs="*", default=None, help="e.g. sonnets hamlet (default: all 42)")
+    parser.add_argument("--sample-length", type=int, default=400)
+    parser.add_argument("--temperature", type=float, default=0.8, help="0: greedy")
+    parser.add_argument("--prompt", default=DEFAULT_PROMPT)
+    parser.add_argument("--out", type=Path, default=None, help=f"write char_transformer.h5 here (e.g. {DEFAULT_OUT})")
+    add_progress_flag(parser)
+    args = parser.parse_args(argv)
+    train(args.max_chars or None, args.epochs, args.seq_length, args.batch_size, args.d_model, args.layers,
+          args.heads, args.match_lstm, args.dropout, args.lr, args.seed, args.works, args.sample_length,
+          args.temperature, args.prompt, args.out, progress=show_progress(args.progress))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
