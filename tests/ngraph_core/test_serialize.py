@@ -157,6 +157,7 @@ GRAPHS: dict[OpType, Callable[[], tuple[list[Op], list[Op]]]] = {
     OpType.GATHER: lambda: _lookup(False),
     OpType.SCATTER_ADD: lambda: _lookup(True),
     OpType.DOT: _binary(ng.dot),
+    OpType.BATCH_DOT: lambda: ([ng.batch_dot(x := _x("X", (C, H, N)), y := _x("Y", (C, N)), [N])], [x, y]),
     OpType.ASSIGN: _assign,
     OpType.SEQUENTIAL: _sequential,
     OpType.DOALL: _doall,
