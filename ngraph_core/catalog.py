@@ -128,7 +128,7 @@ scatter_elements   yes        yes     yes       -              -      -     Scat
 gather_nd          yes        yes     yes       -              -      -     GatherND                 -
 scatter_nd         yes        yes     yes       -              -      -     ScatterND                -
 dot                yes        yes     yes       -              -      -     MatMul,Gemm              yes
-batch_dot          yes        yes     yes       -              -      -     -                        -
+batch_dot          yes        yes     yes       -              -      -     -                        yes
 conv               yes        yes     yes       -              -      -     Conv                     yes
 conv_bprop_data    yes        yes     yes       -              -      -     ConvTranspose            yes
 conv_bprop_filter  yes        yes     yes       -              -      -     -                        -
@@ -206,7 +206,6 @@ WHY_NOT: dict[str, dict[str, str]] = {  # capability -> {ops (space-separated): 
         "uniform normal": "random: no deterministic ONNX form (export the inference graph)",
         "assign doall": "a training side effect: export the inference graph",
         "ctc": "a loss: export the logits and decode outside the graph",
-        "batch_dot": "no converter yet (it would be Transpose, MatMul, Transpose)",
         "bit_shift scatter_add cumprod gather_elements scatter_elements gather_nd scatter_nd": "no converter yet",
         "conv_bprop_filter pool_bprop centered_sums ctc_grad": "a gradient: export the inference graph",
     },

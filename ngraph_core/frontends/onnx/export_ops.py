@@ -280,6 +280,7 @@ CONVERTERS: dict[OpType, Converter] = {
     T.WHERE: _where,
     **{t: _reduce for t in (*_REDUCE, T.ARGMAX, T.ARGMIN)},
     T.DOT: _dot,
+    T.BATCH_DOT: _dot,  # the same Einsum: batch axes are in both operands and the result, so they are kept
     T.CONV: _conv,
     T.CONV_BPROP_DATA: _conv_bprop_data,
     T.POOL: _pool,

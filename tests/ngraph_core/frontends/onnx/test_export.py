@@ -21,7 +21,19 @@ import ngraph_core as ng
 from neon.activations import Softmax
 from neon.costs import CrossEntropyMulti
 from neon.data import ArrayIterator
-from neon.layers import LSTM, Affine, BiRNN, Conv, Deconv, LookupTable, Pool
+from neon.layers import (
+    LSTM,
+    Affine,
+    BiRNN,
+    Conv,
+    Deconv,
+    LookupTable,
+    Pool,
+    PositionEmbedding,
+    RecurrentMean,
+    SinusoidalPositionEmbedding,
+    TransformerEncoder,
+)
 from neon.model import Model
 from neon.optimizers import GradientDescentMomentum
 from ngraph_core.frontends.onnx.export import ExportError, ExportWarning, export
@@ -147,6 +159,19 @@ def test_neon_lstm_sequence_classifier_exports_a_scan_with_valid_lengths() -> No
     assert [n.op_type for n in proto.graph.node].count("Scan") == 1
     assert [i.name for i in proto.graph.input] == ["X", "lengths"]
     check_model(model, proto)
+
+
+def test_a_transformer_encoder_classifier_exports_and_runs_in_onnxruntime() -> None:
+    """Position embeddings, pre-norm encoder layers (multi-head attention with the key-length mask, GELU feed
+    forward, layer norm) and a mean over the valid steps: batch_dot as Einsum, onnxruntime agrees with us."""
+    model = Model([Affine(8), SinusoidalPositionEmbedding(), PositionEmbedding(12),
+                   TransformerEncoder(2, 2, 16, dropout=0.1, activation="gelu", norm_first=True, final_norm=True),
+                   RecurrentMean(), Affine(3, activation=Softmax())])
+    model.build((4, 7), batch_size=1, kind="frames")
+    proto = export(model)
+    assert [i.name for i in proto.graph.input] == ["X", "lengths"]
+    assert "Einsum" in {n.op_type for n in proto.graph.node}
+    check_model(model, proto, batches=(1, 3))
 
 
 def test_neon_bidirectional_rnn_over_an_embedding_exports_a_reverse_scan() -> None:
