@@ -113,3 +113,26 @@ def test_resnet18_compiled_for_inference_folds_every_batch_norm(exported):
     x = zoo.sample_input("resnet18", 2, seed=3)
     (theirs,) = ort.InferenceSession(Path(path).read_bytes(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
     np.testing.assert_allclose(compiled.infer(x)[0], theirs, rtol=0, atol=TOLERANCE)
+
+
+@pytest.mark.parametrize("norm_first, activation", [(False, "relu"), (True, "gelu")])
+def test_an_exported_transformer_encoder_imports_and_matches_pytorch(tmp_path, norm_first: bool, activation: str):
+    """``nn.TransformerEncoder`` (2 layers, d 16, 2 heads, batch first) exported by the TorchScript exporter:
+    its batched MatMuls, Softmax and LayerNormalization import, and the outputs match PyTorch at batch 1 and 3
+    (no padding mask: the exporter takes the source alone)."""
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, activation=activation, batch_first=True,
+                                             norm_first=norm_first)
+    encoder = torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=False).eval()
+    path = tmp_path / "encoder.onnx"
+    torch.onnx.export(encoder, (torch.randn(1, 5, 16),), path, dynamo=False, input_names=["x"], output_names=["y"],
+                      opset_version=17, dynamic_axes={"x": {0: "N"}, "y": {0: "N"}})
+    ops = {n.op_type for n in onnx.load(path).graph.node}
+    assert {"MatMul", "Softmax"} <= ops
+    for batch in (1, 3):
+        x = np.random.default_rng(batch).standard_normal((batch, 5, 16)).astype(np.float32)
+        with torch.no_grad():
+            expected = encoder(torch.from_numpy(x)).numpy()
+        (y,) = import_model(path, dims={"N": batch}).run({"x": x})
+        np.testing.assert_allclose(y, expected, rtol=0, atol=TOLERANCE)
+        assert np.abs(expected).max() > 10 * TOLERANCE
