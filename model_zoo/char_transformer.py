@@ -2,8 +2,9 @@
 
 The model (``CharTransformer``): characters -> ``LookupTable(d_model)`` -> ``PositionEmbedding``
 (learned, one vector per step of the window) -> ``TransformerEncoder`` of ``--layers`` pre-norm
-blocks with *causal* self-attention (step ``t`` sees steps ``<= t``), GELU feed-forward blocks of
-``4 * d_model`` and a final ``LayerNorm`` -> ``Affine(vocab)`` per step. It is trained exactly as
+blocks with *causal* self-attention (step ``t`` sees steps ``<= t``), feed-forward blocks of
+``4 * d_model`` (ReLU as in the paper: on a CPU the exact GELU's ``erf`` costs a third more per step;
+``--activation gelu``) and a final ``LayerNorm`` -> ``Affine(vocab)`` per step. It is trained exactly as
 ``char_lm``'s LSTM is: the same text, the same windows (``CharIterator``: ``x = text[s:s+T]``,
 ``y = text[s+1:s+T+1]``, shuffled each epoch), the same held-out tenth, the same loss
 (``masked_cross_entropy``, nats per character), Adam with the gradient norm clipped at 5.
@@ -19,7 +20,8 @@ from ``softmax(logits / temperature)`` by the Gumbel-max trick with a seeded gen
 
 ``--match-lstm`` picks ``d_model`` (a multiple of ``--heads``) whose parameter count is closest to
 that of ``char_lm``'s default model (``LSTM(256)`` over 64-wide embeddings) on the same vocabulary,
-and prints both counts. Measured figures against ``char_lm`` are in ``benchmarks/RESULTS.md``.
+and prints both counts. The figures measured against ``char_lm`` (bits per character, parameters, wall
+time) are in benchmarks/RESULTS.md, "Behind the code: char_transformer".
 
 Usage:
     python -m model_zoo.char_transformer                           # the default run; prints a passage
@@ -55,6 +57,7 @@ from .char_models import CharModel, CharModelError, gumbel_noise, record_vocabul
 from .progress import add_progress_flag, show_progress
 
 LEARNING_RATE = 2e-3
+ACTIVATIONS, ACTIVATION = ("relu", "gelu"), "relu"
 D_MODEL, LAYERS, HEADS, FF_MULT = 64, 2, 4, 4
 SEQ_LENGTH, BATCH_SIZE, MAX_CHARS = 64, 32, 1_000_000
 LSTM_HIDDEN, LSTM_EMBEDDING = 256, 64  # char_lm's default model, the one --match-lstm matches
@@ -78,11 +81,12 @@ class CharTransformer(CharLM):
         num_heads: attention heads per block.
         context: the longest window (the position table's length; ``seq_length`` in training).
         dropout: dropout of the blocks in training (0: none).
+        activation: the feed-forward activation, ``"relu"`` or ``"gelu"``.
         seed: seeds the initial weights (``set_seed``); None leaves the generator as it is.
         backend: the transformer backend; **transformer_options: for ``make_transformer``.
 
     Raises:
-        CharModelError: a size below 1, or ``d_model`` not a multiple of ``num_heads``.
+        CharModelError: a size below 1, ``d_model`` not a multiple of ``num_heads``, an unknown activation.
 
     Example:
         >>> model = CharTransformer(Vocabulary.from_text(text), d_model=64, num_layers=2, num_heads=4)
@@ -90,8 +94,8 @@ class CharTransformer(CharLM):
     """
 
     def __init__(self, vocab: Vocabulary, d_model: int = D_MODEL, num_layers: int = LAYERS, num_heads: int = HEADS,
-                 context: int = SEQ_LENGTH, dropout: float = 0.0, seed: int | None = 0, backend: str | None = None,
-                 **transformer_options: Any) -> None:
+                 context: int = SEQ_LENGTH, dropout: float = 0.0, activation: str = ACTIVATION, seed: int | None = 0,
+                 backend: str | None = None, **transformer_options: Any) -> None:
         d_model, num_layers = _check_int("d_model", d_model), _check_int("layers", num_layers)
         num_heads, context = _check_int("heads", num_heads), _check_int("seq_length", context)
         if d_model % num_heads:
@@ -100,12 +104,15 @@ class CharTransformer(CharLM):
         if seed is not None:
             set_seed(seed)
         self.vocab, self.d_model, self.num_layers, self.num_heads = vocab, d_model, num_layers, num_heads
-        self.context, self.dropout = context, float(dropout)
+        if activation not in ACTIVATIONS:
+            raise CharModelError(f"char_transformer: expected activation in {ACTIVATIONS}, received {activation!r}; "
+                                 "hint: --activation relu (the faster on a CPU) or gelu")
+        self.context, self.dropout, self.activation = context, float(dropout), activation
         CharModel.__init__(self, {
             "embed": LookupTable(len(vocab), d_model),
             "position": PositionEmbedding(context),
             "decoder": TransformerEncoder(num_layers, num_heads, FF_MULT * d_model, dropout=self.dropout,
-                                          activation="gelu", norm_first=True, causal=True, final_norm=True),
+                                          activation=activation, norm_first=True, causal=True, final_norm=True),
             "output": Affine(len(vocab), bias=0.0)}, backend, **transformer_options)
 
     def logits(self, ids: Any) -> Any:
@@ -165,7 +172,7 @@ class CharTransformer(CharLM):
     def config(self) -> dict[str, Any]:
         return {"class_name": "CharTransformer", "vocab": self.vocab.tokens, "d_model": self.d_model,
                 "num_layers": self.num_layers, "num_heads": self.num_heads, "context": self.context,
-                "dropout": self.dropout}
+                "dropout": self.dropout, "activation": self.activation}
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any], input_shape: tuple[int, ...] | None, *,
@@ -178,7 +185,8 @@ class CharTransformer(CharLM):
         """
         model = cls(record_vocabulary(record), d_model=record.get("d_model"), num_layers=record.get("num_layers"),
                     num_heads=record.get("num_heads"), context=record.get("context"),
-                    dropout=record.get("dropout", 0.0), seed=None, backend=backend, **transformer_options)
+                    dropout=record.get("dropout", 0.0),
+                    activation=record.get("activation", ACTIVATION), seed=None, backend=backend, **transformer_options)
         model.build()
         return model
 
@@ -232,7 +240,8 @@ class TrainResult:
 
 def train(max_chars: int | None = MAX_CHARS, epochs: int = 1, seq_length: int = SEQ_LENGTH,
           batch_size: int = BATCH_SIZE, d_model: int = D_MODEL, num_layers: int = LAYERS, num_heads: int = HEADS,
-          match_lstm: bool = False, dropout: float = 0.0, learning_rate: float = LEARNING_RATE, seed: int = 0,
+          match_lstm: bool = False, dropout: float = 0.0, activation: str = ACTIVATION,
+          learning_rate: float = LEARNING_RATE, seed: int = 0,
           works: Sequence[str] | None = None, sample_length: int = 400, temperature: float = 0.8,
           prompt: str = DEFAULT_PROMPT, out: str | Path | None = None, progress: bool = False) -> TrainResult:
     """Train a ``CharTransformer`` on Shakespeare, report held-out bits per character, print a sampled passage.
@@ -243,7 +252,7 @@ def train(max_chars: int | None = MAX_CHARS, epochs: int = 1, seq_length: int = 
         seq_length, batch_size: window length (the model's context) and windows per step.
         d_model, num_layers, num_heads: the model (``d_model`` is chosen for you with ``match_lstm``).
         match_lstm: pick ``d_model`` so the parameter count matches ``char_lm``'s default LSTM's.
-        dropout, learning_rate: the blocks' dropout and Adam's rate.
+        dropout, activation, learning_rate: the blocks' dropout and feed-forward activation, Adam's rate.
         seed: seeds the weights, the window order and the sample.
         works: the texts to read (default all 42).
         sample_length, temperature, prompt: the passage printed at the end.
@@ -272,7 +281,7 @@ def train(max_chars: int | None = MAX_CHARS, epochs: int = 1, seq_length: int = 
     if match_lstm:
         lstm_parameters = parameter_count(CharLM(vocab, LSTM_EMBEDDING, LSTM_HIDDEN, seed=None))
         d_model = matching_width(lstm_parameters, len(vocab), num_layers, num_heads, seq_length)
-    model = CharTransformer(vocab, d_model, num_layers, num_heads, seq_length, dropout, seed=seed)
+    model = CharTransformer(vocab, d_model, num_layers, num_heads, seq_length, dropout, activation, seed=seed)
     parameters = parameter_count(model)
     print(f"Shakespeare: {len(train_text):,} training and {len(held_out):,} held-out characters, vocabulary "
           f"{len(vocab)}; Transformer {num_layers} x d_model {d_model} x {num_heads} heads (causal), windows of "
@@ -315,6 +324,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--match-lstm", action="store_true",
                         help=f"pick --d-model to match the parameters of char_lm's LSTM({LSTM_HIDDEN})")
     parser.add_argument("--dropout", type=float, default=0.0)
+    parser.add_argument("--activation", choices=ACTIVATIONS, default=ACTIVATION)
     parser.add_argument("--lr", type=float, default=LEARNING_RATE)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--works", nargs="*", default=None, help="e.g. sonnets hamlet (default: all 42)")
@@ -325,8 +335,8 @@ def main(argv: list[str] | None = None) -> int:
     add_progress_flag(parser)
     args = parser.parse_args(argv)
     train(args.max_chars or None, args.epochs, args.seq_length, args.batch_size, args.d_model, args.layers,
-          args.heads, args.match_lstm, args.dropout, args.lr, args.seed, args.works, args.sample_length,
-          args.temperature, args.prompt, args.out, progress=show_progress(args.progress))
+          args.heads, args.match_lstm, args.dropout, args.activation, args.lr, args.seed, args.works,
+          args.sample_length, args.temperature, args.prompt, args.out, progress=show_progress(args.progress))
     return 0
 
 

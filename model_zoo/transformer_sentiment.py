@@ -2,7 +2,7 @@
 
 The network (``transformer_sentiment``): ``LookupTable(vocab, d_model)`` word vectors plus a
 learned ``PositionEmbedding``, a ``TransformerEncoder`` of ``--layers`` pre-norm blocks
-(``--heads`` heads, GELU feed-forward of ``4 * d_model``, a final ``LayerNorm``) whose
+(``--heads`` heads, ReLU feed-forward of ``4 * d_model``, a final ``LayerNorm``) whose
 self-attention never looks at padding (the batch's lengths reach every block through
 ``sequence_lengths``), the mean over each text's own words (``RecurrentMean``, lengths again),
 dropout (keep 0.5) and ``Affine(2)`` with softmax. Everything around the network is
@@ -10,8 +10,8 @@ dropout (keep 0.5) and ``Affine(2)`` with softmax. Everything around the network
 ``vaderSentiment==3.3.2`` and their fixed split, or an ``aclImdb`` folder with ``--data-dir``),
 the vocabulary (the training split's words seen twice, the 2,000 most frequent), each text's
 last ``--max-length`` words, bucketed batches, ``CrossEntropyMulti`` and Adam (times 0.3 after
-each epoch, gradient norm clipped at 5). So the two recipes differ only in the network; figures
-side by side are in ``benchmarks/RESULTS.md``.
+each epoch, gradient norm clipped at 5). So the two recipes differ only in the network; their
+figures side by side are in benchmarks/RESULTS.md, "Behind the code: transformer_sentiment".
 
 Writes, under ``--out`` (default ``./out/transformer_sentiment``): ``transformer_sentiment.h5``,
 ``transformer_sentiment_vocab.txt``, ``transformer_sentiment_curve.png`` and
@@ -59,7 +59,7 @@ from .lstm_sentiment import (
 )
 from .progress import add_progress_flag, show_progress
 
-D_MODEL, LAYERS, HEADS, FF_MULT = 64, 2, 4, 4
+D_MODEL, LAYERS, HEADS, FF_MULT = 48, 2, 4, 4  # 48 wide: about lstm_sentiment's parameter count
 EPOCHS, LEARNING_RATE = 2, 1e-3
 DEFAULT_OUT = Path("out") / "transformer_sentiment"
 STEM = "transformer_sentiment"
@@ -104,7 +104,7 @@ def transformer_sentiment(vocab_size: int, d_model: int = D_MODEL, num_layers: i
         LookupTable(sizes["vocab_size"], sizes["d_model"]),
         PositionEmbedding(sizes["max_length"]),
         TransformerEncoder(sizes["num_layers"], sizes["num_heads"], FF_MULT * sizes["d_model"], dropout=0.0,
-                           activation="gelu", norm_first=True, final_norm=True),
+                           activation="relu", norm_first=True, final_norm=True),
         RecurrentMean(),
         Dropout(keep=keep),
         Affine(sizes["nclass"], init=GlorotUniform(), bias=Constant(0.0), activation="softmax"),

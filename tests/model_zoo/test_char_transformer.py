@@ -101,12 +101,14 @@ def test_the_parameter_count_formula_and_the_width_matching_an_lstm(text) -> Non
     assert width % 4 == 0 and abs(transformer_parameters(len(vocab), width, 2, 64) - lstm) < 0.03 * lstm
     with pytest.raises(CharModelError, match="expected d_model to be a multiple of heads=4.*hint"):
         CharTransformer(vocab, d_model=30, num_heads=4)
+    with pytest.raises(CharModelError, match="expected activation in \\('relu', 'gelu'\\), received 'tanh'.*hint"):
+        CharTransformer(vocab, activation="tanh")
     with pytest.raises(CharModelError, match="expected windows of at most context=8"):
         window_logits(CharTransformer(vocab, 16, 1, 2, context=8), vocab.encode(text[:9]))
 
 
 def test_the_cli_trains_reports_bpc_samples_and_saves(tmp_path, capsys, text) -> None:
-    assert main([*TINY, "--out", str(tmp_path), "--no-progress"]) == 0
+    assert main([*TINY, "--activation", "gelu", "--out", str(tmp_path), "--no-progress"]) == 0
     out = capsys.readouterr().out
     assert "3,600 training and 400 held-out characters" in out and "epoch 1/1" in out
     vocab = len(Vocabulary.from_text(load_text(4000) + "KING.\n"))
@@ -114,7 +116,8 @@ def test_the_cli_trains_reports_bpc_samples_and_saves(tmp_path, capsys, text) ->
     assert 0 < bpc < math.log2(vocab)
     assert "sample (temperature 0.8):\nKING.\n" in out
     loaded = load_model(tmp_path / "char_transformer.h5")  # the checkpoint rebuilds as its class
-    assert type(loaded) is CharTransformer and (loaded.d_model, loaded.num_layers, loaded.context) == (16, 1, 32)
+    assert type(loaded) is CharTransformer
+    assert (loaded.d_model, loaded.num_layers, loaded.context, loaded.activation) == (16, 1, 32, "gelu")
     with pytest.raises(CharModelError, match="held-out tenth of at least seq_length"):
         main(["--max-chars", "500", "--seq-length", "64"])
 
