@@ -218,7 +218,7 @@ def matching_width(target: int, vocab_size: int, num_layers: int, num_heads: int
 
     Example:
         >>> matching_width(355_000, 80, 2, 4, 64)
-        112
+        116
     """
     widths = range(num_heads, 64 * num_heads * 16 + 1, num_heads)
     return min(widths, key=lambda d: abs(transformer_parameters(vocab_size, d, num_layers, context) - target))
