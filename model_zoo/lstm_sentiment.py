@@ -190,6 +190,85 @@ class TrainResult:
     files: list[Path]
 
 
+def check_epochs(recipe: str, epochs: Any) -> None:
+    """Raise ``SentimentConfigError`` unless ``epochs`` is an int >= 0 (``recipe`` names the caller)."""
+    if isinstance(epochs, bool) or not isinstance(epochs, (int, np.integer)) or epochs < 0:
+        raise SentimentConfigError(f"{recipe}: expected epochs to be an int >= 0, received {epochs!r}")
+
+
+def prepare(recipe: str, data_dir: str | Path | None, batch_size: int, out: str | Path, n_train: int | None,
+            n_test: int | None, max_length: int, max_vocab: int, seed: int
+            ) -> tuple[SequenceIterator, SequenceIterator, Vocabulary, list[Path], str]:
+    """The texts of a sentiment recipe (``recipe`` also names its output files): the training and test
+    iterators (bucketed by length), the vocabulary of the training split, the output files (checkpoint,
+    vocabulary, written here, curve, history) under ``out``, and the data's description."""
+    (texts, y), (test_texts, y_test), description = load_texts(data_dir)
+    texts, y = subset(texts, y, n_train, seed)
+    test_texts, y_test = subset(test_texts, y_test, n_test, seed)
+    if not texts or not test_texts:
+        raise SentimentConfigError(f"{recipe}: expected training and test texts, received {len(texts)} and "
+                                   f"{len(test_texts)}; hint: n_train and n_test must be >= 1")
+    print(f"data: {description}: {len(texts)} training and {len(test_texts)} test texts "
+          f"({100 * y.mean():.1f}% / {100 * y_test.mean():.1f}% positive)", flush=True)
+    vocab = Vocabulary.from_tokens((tokenize_words(t) for t in texts), min_count=MIN_COUNT, max_size=max_vocab)
+    bounds = bucket_bounds(max_length)
+    train_set = SequenceIterator(encode_texts(texts, vocab, max_length), y, nclass=2, batch_size=batch_size,
+                                 bucket_boundaries=bounds, shuffle=True, seed=seed)
+    test_set = SequenceIterator(encode_texts(test_texts, vocab, max_length), y_test, nclass=2,
+                                batch_size=min(256, len(test_texts)), bucket_boundaries=bounds)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    files = [out / f"{recipe}.h5", out / f"{recipe}_vocab.txt", out / f"{recipe}_curve.png",
+             out / f"{recipe}_history.csv"]
+    files[1].write_text("".join(f"{token}\n" for token in vocab.tokens), encoding="utf-8")
+    return train_set, test_set, vocab, files, description
+
+
+def fit_and_report(model: Model, train_set: SequenceIterator, test_set: SequenceIterator, vocab: Vocabulary,
+                   files: list[Path], title: str, epochs: int, learning_rate: float, progress: bool) -> TrainResult:
+    """Train ``model`` (Adam, clipped, decayed each epoch; a checkpoint, curve and history in ``files``), print
+    its parameters, time and held-out accuracy, save it; the ``TrainResult``."""
+    optimizer = Adam(learning_rate, gradient_clip_norm=CLIP_NORM, schedule=Schedule(1, change=LR_DECAY))
+    callbacks = [EpochPrinter(), Checkpoint(files[0]), TrainingCurve(files[2], title=title),
+                 MetricHistory(csv_path=files[3])]
+    start = time.perf_counter()
+    history = model.fit(train_set, CrossEntropyMulti(), optimizer, num_epochs=epochs, valid_set=test_set,
+                        metric=Accuracy(), callbacks=callbacks, progress=progress)
+    accuracy = float(model.eval(test_set, Accuracy()))
+    model.save_params(files[0])  # also when epochs == 0, where no checkpoint was written
+    print(f"parameters: {sum(v.axes.size for v in model.variables):,}")
+    print(f"trained {epochs} epochs in {time.perf_counter() - start:.1f} s")
+    print(f"held-out accuracy: {100 * accuracy:.2f}%")
+    print(f"saved {', '.join(str(f) for f in files if f.exists())}")
+    return TrainResult(model, history, accuracy, vocab, files)
+
+
+def add_arguments(parser: argparse.ArgumentParser, default_out: Path, epochs: int = EPOCHS,
+                  learning_rate: float = LEARNING_RATE) -> None:
+    """The flags every sentiment recipe takes (data, sizes, split subsets, output folder, seed, progress), with
+    the recipe's own defaults for the output folder, the epochs and the learning rate."""
+    parser.add_argument("--data-dir", type=Path, default=None, help="an aclImdb folder; none: the built-in snippets")
+    parser.add_argument("--epochs", type=int, default=epochs)
+    parser.add_argument("--batch-size", type=int, default=BATCH_SIZE)
+    parser.add_argument("--lr", type=float, default=learning_rate)
+    parser.add_argument("--max-length", type=int, default=MAX_LENGTH, help="keep each text's last N words")
+    parser.add_argument("--max-vocab", type=int, default=MAX_VOCAB)
+    parser.add_argument("--n-train", type=int, default=None, help="use N training texts (a seeded random subset)")
+    parser.add_argument("--n-test", type=int, default=None, help="use N test texts (a seeded random subset)")
+    parser.add_argument("--out", type=Path, default=default_out)
+    parser.add_argument("--seed", type=int, default=0)
+    add_progress_flag(parser)
+
+
+def exit_code(parser: argparse.ArgumentParser, args: argparse.Namespace, result: TrainResult) -> int:
+    """1 when a run at the default settings ends below ``TARGET`` (said on stderr), else 0."""
+    defaults = {key: parser.get_default(key) for key in vars(args) if key not in ("out", "seed", "progress")}
+    if all(getattr(args, key) == value for key, value in defaults.items()) and result.accuracy < TARGET:
+        print(f"below the {100 * TARGET:.0f}% target for the default settings", file=sys.stderr)
+        return 1
+    return 0
+
+
 def train(epochs: int = EPOCHS, data_dir: str | Path | None = None, batch_size: int = BATCH_SIZE,
           out: str | Path = DEFAULT_OUT, n_train: int | None = None, n_test: int | None = None,
           learning_rate: float = LEARNING_RATE, max_length: int = MAX_LENGTH, max_vocab: int = MAX_VOCAB,
@@ -219,68 +298,27 @@ def train(epochs: int = EPOCHS, data_dir: str | Path | None = None, batch_size: 
         >>> result = train(epochs=1, n_train=512, n_test=128, out="out/lstm_small")
         >>> result.accuracy
     """
-    if isinstance(epochs, bool) or not isinstance(epochs, (int, np.integer)) or epochs < 0:
-        raise SentimentConfigError(f"lstm_sentiment: expected epochs to be an int >= 0, received {epochs!r}")
+    check_epochs(STEM, epochs)
     for name, value in (("batch_size", batch_size), ("max_vocab", max_vocab)):
         check_positive(name, value)
-    (texts, y), (test_texts, y_test), description = load_texts(data_dir)
-    texts, y = subset(texts, y, n_train, seed)
-    test_texts, y_test = subset(test_texts, y_test, n_test, seed)
-    if not texts or not test_texts:
-        raise SentimentConfigError(f"lstm_sentiment: expected training and test texts, received {len(texts)} and "
-                                   f"{len(test_texts)}; hint: n_train and n_test must be >= 1")
-    print(f"data: {description}: {len(texts)} training and {len(test_texts)} test texts "
-          f"({100 * y.mean():.1f}% / {100 * y_test.mean():.1f}% positive)", flush=True)
-    vocab = Vocabulary.from_tokens((tokenize_words(t) for t in texts), min_count=MIN_COUNT, max_size=max_vocab)
-    bounds = bucket_bounds(max_length)
-    train_set = SequenceIterator(encode_texts(texts, vocab, max_length), y, nclass=2, batch_size=batch_size,
-                                 bucket_boundaries=bounds, shuffle=True, seed=seed)
-    test_set = SequenceIterator(encode_texts(test_texts, vocab, max_length), y_test, nclass=2,
-                                batch_size=min(256, len(test_texts)), bucket_boundaries=bounds)
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    files = [out / f"{STEM}.h5", out / f"{STEM}_vocab.txt", out / f"{STEM}_curve.png", out / f"{STEM}_history.csv"]
-    files[1].write_text("".join(f"{token}\n" for token in vocab.tokens), encoding="utf-8")
+    train_set, test_set, vocab, files, description = prepare(STEM, data_dir, batch_size, out, n_train, n_test,
+                                                             max_length, max_vocab, seed)
     print(f"LSTM({hidden}) over {EMBEDDING_DIM}-d embeddings of {len(vocab)} tokens, {epochs} epochs, batch "
           f"{batch_size}, Adam lr {learning_rate}, texts cut to their last {max_length} words", flush=True)
     model = Model(lstm_sentiment(len(vocab), hidden=hidden, seed=seed), seed=seed)
-    optimizer = Adam(learning_rate, gradient_clip_norm=CLIP_NORM, schedule=Schedule(1, change=LR_DECAY))
-    callbacks = [EpochPrinter(), Checkpoint(files[0]), TrainingCurve(files[2], title=f"LSTM sentiment: {description}"),
-                 MetricHistory(csv_path=files[3])]
-    start = time.perf_counter()
-    history = model.fit(train_set, CrossEntropyMulti(), optimizer, num_epochs=epochs, valid_set=test_set,
-                        metric=Accuracy(), callbacks=callbacks, progress=progress)
-    accuracy = float(model.eval(test_set, Accuracy()))
-    model.save_params(files[0])  # also when epochs == 0, where no checkpoint was written
-    print(f"trained {epochs} epochs in {time.perf_counter() - start:.1f} s")
-    print(f"held-out accuracy: {100 * accuracy:.2f}%")
-    print(f"saved {', '.join(str(f) for f in files if f.exists())}")
-    return TrainResult(model, history, accuracy, vocab, files)
+    return fit_and_report(model, train_set, test_set, vocab, files, f"LSTM sentiment: {description}", epochs,
+                          learning_rate, progress)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data-dir", type=Path, default=None, help="an aclImdb folder; none: the built-in snippets")
-    parser.add_argument("--epochs", type=int, default=EPOCHS)
-    parser.add_argument("--batch-size", type=int, default=BATCH_SIZE)
-    parser.add_argument("--lr", type=float, default=LEARNING_RATE)
-    parser.add_argument("--max-length", type=int, default=MAX_LENGTH, help="keep each text's last N words")
-    parser.add_argument("--max-vocab", type=int, default=MAX_VOCAB)
+    add_arguments(parser, DEFAULT_OUT)
     parser.add_argument("--hidden", type=int, default=HIDDEN)
-    parser.add_argument("--n-train", type=int, default=None, help="use N training texts (a seeded random subset)")
-    parser.add_argument("--n-test", type=int, default=None, help="use N test texts (a seeded random subset)")
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
-    parser.add_argument("--seed", type=int, default=0)
-    add_progress_flag(parser)
     args = parser.parse_args(argv)
     result = train(args.epochs, args.data_dir, args.batch_size, args.out, args.n_train, args.n_test, args.lr,
                    args.max_length, args.max_vocab, args.hidden, args.seed,
                    progress=show_progress(args.progress))
-    defaults = {key: parser.get_default(key) for key in vars(args) if key not in ("out", "seed", "progress")}
-    if all(getattr(args, key) == value for key, value in defaults.items()) and result.accuracy < TARGET:
-        print(f"below the {100 * TARGET:.0f}% target for the default settings", file=sys.stderr)
-        return 1
-    return 0
+    return exit_code(parser, args, result)
 
 
 if __name__ == "__main__":
