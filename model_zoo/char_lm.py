@@ -274,17 +274,37 @@ def train(max_chars: int | None = 1_000_000, epochs: int = 1, seq_length: int = 
         >>> train(max_chars=200_000).bpc
     """
     started = time.perf_counter()
-    text = load_text(max_chars, works)
-    train_text, held_out = split_text(text)
-    if len(held_out) < seq_length + 1:
-        raise CharModelError(f"char_lm: expected a held-out tenth of at least seq_length + 1 = {seq_length + 1} "
-                             f"characters, received {len(held_out)} of {len(text)}; hint: raise --max-chars or "
-                             "lower --seq-length")
-    vocab = Vocabulary.from_text(text + prompt)
+    train_text, held_out, vocab = held_out_split("char_lm", max_chars, works, seq_length, prompt)
     model = CharLM(vocab, embedding_dim, hidden, seed=seed)
     print(f"Shakespeare: {len(train_text):,} training and {len(held_out):,} held-out characters, vocabulary "
           f"{len(vocab)}; LSTM {hidden}, windows of {seq_length} x {batch_size}, Adam {learning_rate}", flush=True)
+    history, bpc, perplexity, passage, seconds = fit_and_sample(
+        model, train_text, held_out, epochs, learning_rate, seq_length, batch_size, seed, sample_length,
+        temperature, prompt, None if out is None else Path(out) / "char_lm.h5", started, progress)
+    return TrainResult(model, history, bpc, perplexity, passage, seconds)
 
+
+def held_out_split(recipe: str, max_chars: int | None, works: Sequence[str] | None, seq_length: int, prompt: str
+                   ) -> tuple[str, str, Vocabulary]:
+    """The Shakespeare text of a character recipe: its training nine tenths, its held-out tenth and the
+    vocabulary of the whole text and ``prompt``. Raises ``CharModelError`` (naming ``recipe``) when the held-out
+    tenth holds no window of ``seq_length + 1`` characters."""
+    text = load_text(max_chars, works)
+    train_text, held_out = split_text(text)
+    if len(held_out) < seq_length + 1:
+        raise CharModelError(f"{recipe}: expected a held-out tenth of at least seq_length + 1 = {seq_length + 1} "
+                             f"characters, received {len(held_out)} of {len(text)}; hint: raise --max-chars or "
+                             "lower --seq-length")
+    return train_text, held_out, Vocabulary.from_text(text + prompt)
+
+
+def fit_and_sample(model: Any, train_text: str, held_out: str, epochs: int, learning_rate: float, seq_length: int,
+                   batch_size: int, seed: int, sample_length: int, temperature: float, prompt: str,
+                   checkpoint: Path | None, started: float, progress: bool
+                   ) -> tuple[dict[str, list[float]], float, float, str, float]:
+    """Train a character model (``CharLM`` or a subclass) with Adam, reporting held-out bits per character each
+    epoch (and writing ``checkpoint`` when given), then sample a passage after ``prompt`` and print both:
+    ``(history, bits per character, perplexity, passage, seconds since started)``."""
     def end_epoch(epoch: int) -> dict[str, float]:
         nats = model.cost(held_out, seq_length, batch_size)
         return {"valid_cost": nats, "valid_bpc": nats / math.log(2.0), "valid_perplexity": math.exp(nats)}
@@ -292,18 +312,19 @@ def train(max_chars: int | None = 1_000_000, epochs: int = 1, seq_length: int = 
     fields = [("train_cost", "train_cost (nats)", ".4f"), ("valid_bpc", "valid bpc", ".3f"),
               ("valid_perplexity", "perplexity", ".2f")]
     callbacks: list[Callback] = [EpochPrinter(fields)]
-    if out is not None:
-        Path(out).mkdir(parents=True, exist_ok=True)
-        callbacks.append(Checkpoint(Path(out) / "char_lm.h5"))
+    if checkpoint is not None:
+        checkpoint.parent.mkdir(parents=True, exist_ok=True)
+        callbacks.append(Checkpoint(checkpoint))
     history = model.fit_text(train_text, epochs, Adam(learning_rate, gradient_clip_norm=CLIP_NORM), seq_length,
                              batch_size, seed, callbacks, end_epoch, progress=progress)
+    trained = time.perf_counter() - started
     nats = history["valid_cost"][-1] if epochs > 0 else model.cost(held_out, seq_length, batch_size)
     passage = model.sample(prompt, sample_length, temperature, seed)
     seconds = time.perf_counter() - started
     print(f"held-out: {nats / math.log(2.0):.3f} bits per character, perplexity {math.exp(nats):.2f} "
-          f"({seconds:.0f} s in all)")
+          f"({trained:.0f} s to train and evaluate, {seconds:.0f} s in all)")
     print(f"sample (temperature {temperature}):\n{prompt}{passage}")
-    return TrainResult(model, history, nats / math.log(2.0), math.exp(nats), passage, seconds)
+    return history, nats / math.log(2.0), math.exp(nats), passage, seconds
 
 
 def main(argv: list[str] | None = None) -> int:

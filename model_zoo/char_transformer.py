@@ -46,13 +46,12 @@ from typing import Any
 
 import numpy as np
 
-from neon.callbacks import Callback, Checkpoint, EpochPrinter, History
+from neon.callbacks import History
 from neon.data.text import Vocabulary
 from neon.initializers import set_seed
 from neon.layers import Affine, LookupTable, PositionEmbedding, TransformerEncoder
-from neon.optimizers import Adam
 
-from .char_lm import CLIP_NORM, DEFAULT_PROMPT, CharLM, load_text, split_text
+from .char_lm import DEFAULT_PROMPT, CharLM, fit_and_sample, held_out_split
 from .char_models import CharModel, CharModelError, gumbel_noise, record_vocabulary
 from .progress import add_progress_flag, show_progress
 
@@ -270,13 +269,7 @@ def train(max_chars: int | None = MAX_CHARS, epochs: int = 1, seq_length: int = 
         >>> train(max_chars=200_000).bpc
     """
     started = time.perf_counter()
-    text = load_text(max_chars, works)
-    train_text, held_out = split_text(text)
-    if len(held_out) < seq_length + 1:
-        raise CharModelError(f"char_transformer: expected a held-out tenth of at least seq_length + 1 = "
-                             f"{seq_length + 1} characters, received {len(held_out)} of {len(text)}; hint: raise "
-                             "--max-chars or lower --seq-length")
-    vocab = Vocabulary.from_text(text + prompt)
+    train_text, held_out, vocab = held_out_split("char_transformer", max_chars, works, seq_length, prompt)
     lstm_parameters = None
     if match_lstm:
         lstm_parameters = parameter_count(CharLM(vocab, LSTM_EMBEDDING, LSTM_HIDDEN, seed=None))
@@ -288,28 +281,10 @@ def train(max_chars: int | None = MAX_CHARS, epochs: int = 1, seq_length: int = 
           f"{seq_length} x {batch_size}, Adam {learning_rate}", flush=True)
     print(f"parameters: {parameters:,}" + (f" (char_lm's LSTM({LSTM_HIDDEN}): {lstm_parameters:,})"
                                             if lstm_parameters is not None else ""), flush=True)
-
-    def end_epoch(epoch: int) -> dict[str, float]:
-        nats = model.cost(held_out, seq_length, batch_size)
-        return {"valid_cost": nats, "valid_bpc": nats / math.log(2.0), "valid_perplexity": math.exp(nats)}
-
-    fields = [("train_cost", "train_cost (nats)", ".4f"), ("valid_bpc", "valid bpc", ".3f"),
-              ("valid_perplexity", "perplexity", ".2f")]
-    callbacks: list[Callback] = [EpochPrinter(fields)]
-    if out is not None:
-        Path(out).mkdir(parents=True, exist_ok=True)
-        callbacks.append(Checkpoint(Path(out) / "char_transformer.h5"))
-    history = model.fit_text(train_text, epochs, Adam(learning_rate, gradient_clip_norm=CLIP_NORM), seq_length,
-                             batch_size, seed, callbacks, end_epoch, progress=progress)
-    trained = time.perf_counter() - started
-    nats = history["valid_cost"][-1] if epochs > 0 else model.cost(held_out, seq_length, batch_size)
-    passage = model.sample(prompt, sample_length, temperature, seed)
-    seconds = time.perf_counter() - started
-    print(f"held-out: {nats / math.log(2.0):.3f} bits per character, perplexity {math.exp(nats):.2f} "
-          f"({trained:.0f} s to train and evaluate, {seconds:.0f} s in all)")
-    print(f"sample (temperature {temperature}):\n{prompt}{passage}")
-    return TrainResult(model, history, nats / math.log(2.0), math.exp(nats), passage, seconds, parameters,
-                       lstm_parameters)
+    history, bpc, perplexity, passage, seconds = fit_and_sample(
+        model, train_text, held_out, epochs, learning_rate, seq_length, batch_size, seed, sample_length,
+        temperature, prompt, None if out is None else Path(out) / "char_transformer.h5", started, progress)
+    return TrainResult(model, history, bpc, perplexity, passage, seconds, parameters, lstm_parameters)
 
 
 def main(argv: list[str] | None = None) -> int:
