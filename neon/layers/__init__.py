@@ -26,7 +26,13 @@ from .recurrent import (
 from .reshaping import Flatten, Unflatten
 from .residual import ResidualBlock
 from .serialization import deserialize_layer, layer_classes, serialize_layer
-from .transformer import FeedForward, TransformerDecoderLayer, TransformerEncoder, TransformerEncoderLayer
+from .transformer import (
+    FeedForward,
+    TransformerDecoder,
+    TransformerDecoderLayer,
+    TransformerEncoder,
+    TransformerEncoderLayer,
+)
 
 __all__ = [
     "Layer", "LayerError", "is_training", "training_mode", "CompositeLayer",
@@ -36,5 +42,5 @@ __all__ = [
     "RNNCell", "SimpleRNNCell", "LSTMCell", "GRUCell", "Recurrent", "LSTM", "GRU", "BiRNN", "BiLSTM", "DeepBiRNN",
     "DeepBiLSTM", "RecurrentSum", "RecurrentMean", "RecurrentLast", "sequence_lengths",
     "LayerNorm", "MultiHeadAttention", "PositionEmbedding", "SinusoidalPositionEmbedding", "FeedForward",
-    "TransformerEncoderLayer", "TransformerDecoderLayer", "TransformerEncoder",
+    "TransformerEncoderLayer", "TransformerDecoderLayer", "TransformerEncoder", "TransformerDecoder",
 ]

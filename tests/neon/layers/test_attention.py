@@ -24,12 +24,14 @@ from neon.layers import (
     PositionEmbedding,
     RecurrentMean,
     SinusoidalPositionEmbedding,
+    TransformerDecoder,
     TransformerDecoderLayer,
     TransformerEncoder,
     TransformerEncoderLayer,
     training_mode,
 )
 from neon.layers.attention import sinusoids
+from neon.layers.serialization import deserialize_layer, serialize_layer
 from neon.model import Model
 from neon.optimizers import Adam
 from neon.saving import load_model
@@ -241,6 +243,38 @@ def test_decoder_layer_matches_torch(norm_first: bool) -> None:
     compare(layer, lambda layer, x, m, lengths, memory_lengths: layer(x, m, lengths=lengths,
                                                                        memory_lengths=memory_lengths),
             run_torch, block_pairs, [seq(), seq(t=S)], {"lengths": LENGTHS, "memory_lengths": MEMORY_LENGTHS})
+
+
+def test_decoder_stack_matches_torch() -> None:
+    """``TransformerDecoder`` (2 post-norm layers and a final norm) against ``nn.TransformerDecoder``: outputs and
+    the gradients to the target, the memory and every weight of both layers and the norm."""
+    def run_torch(x, memory):
+        torch.manual_seed(5)
+        layer = torch.nn.TransformerDecoderLayer(E, HEADS, FF, dropout=0.0, activation="relu", batch_first=True,
+                                                 dtype=torch.float64)
+        module = torch.nn.TransformerDecoder(layer, 2, norm=torch.nn.LayerNorm(E, dtype=torch.float64))
+        with torch.no_grad():
+            for p in module.parameters():
+                if p.dim() == 1:
+                    p.uniform_(-0.5, 0.5)
+        causal = torch.ones(T, T, dtype=torch.bool).triu(1)
+        y = module(x, memory, tgt_mask=causal, tgt_key_padding_mask=padding_mask(LENGTHS, T),
+                   memory_key_padding_mask=padding_mask(MEMORY_LENGTHS, S))
+        return module, y
+
+    def stack_pairs(ours: TransformerDecoder, theirs) -> list:
+        return [pair for mine, its in zip(ours.layers, theirs.layers, strict=True) for pair in block_pairs(mine, its)] \
+            + norm_pairs(ours.final_norm, theirs.norm)
+
+    decoder = TransformerDecoder(2, HEADS, FF, dropout=0.0, final_norm=True)
+    compare(decoder, lambda layer, x, m, lengths, memory_lengths: layer(x, m, lengths=lengths,
+                                                                         memory_lengths=memory_lengths),
+            run_torch, stack_pairs, [seq(), seq(t=S)], {"lengths": LENGTHS, "memory_lengths": MEMORY_LENGTHS})
+    config = decoder.get_config()
+    assert (config["num_layers"], config["final_norm"], config["causal"]) == (2, True, True)
+    assert deserialize_layer(serialize_layer(decoder)).get_config() == config
+    with pytest.raises(LayerError, match="a memory op"):
+        TransformerDecoder(1, 2, 8)(ng.placeholder(seq()))
 
 
 # -- a model on ragged sequences, and its checkpoint -------------------------------------------------------------
