@@ -68,7 +68,7 @@ def install_fakes() -> None:
     sys.path.insert(0, str(FAKES))
     import fake_cuda
 
-    from ngraph_core.transformers.base import register_transformer
+    from ngraph_core.transformers.registry import register_transformer
 
     installed = fake_cuda.installed()
     installed.__enter__()

@@ -336,7 +336,7 @@ def reason(op: OpType | str, capability: str) -> str | None:
 
 
 def _fast_paths(backend: str) -> frozenset[OpType]:
-    from .transformers.base import transformer_factory  # the class attributes only: no backend is built
+    from .transformers.registry import transformer_factory  # the class attributes only: no backend is built
 
     cls = transformer_factory(backend)
     return frozenset(cls.compiled_elementwise) | frozenset(cls.kernel_overrides)

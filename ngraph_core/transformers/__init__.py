@@ -6,7 +6,8 @@ never imports. See docs/architecture.md, "The transformers".
 """
 
 from . import cupy, numpy
-from .base import Computation, Transformer, make_transformer, register_transformer, transformer_choices
+from .base import Computation, Transformer
+from .registry import make_transformer, register_transformer, transformer_choices
 
 __all__ = ["Computation", "Transformer", "make_transformer", "register_transformer", "transformer_choices",
            "cupy", "numpy"]

@@ -45,7 +45,8 @@ import numpy as np
 
 from ...errors import BackendUnavailableError, UnsupportedOpError
 from ...ir import Op, OpType, owns_buffer
-from ..base import Transformer, register_transformer
+from ..base import Transformer
+from ..registry import register_transformer
 from . import ctc as cuda_ctc
 from . import cudnn as cuda_cudnn
 from . import elementwise as cuda_elementwise

@@ -7,7 +7,8 @@ from collections.abc import Sequence
 import numpy
 
 from ...ir import Op, OpType, toposort
-from ..base import Transformer, register_transformer
+from ..base import Transformer
+from ..registry import register_transformer
 from . import compiled_pool, compiled_scan, conv_choice, numba_kernels, runtime
 
 SECTIONS = frozenset({OpType.CONV, OpType.CONV_BPROP_DATA, OpType.CONV_BPROP_FILTER, OpType.POOL, OpType.POOL_BPROP})

@@ -34,8 +34,9 @@ import numpy as np
 from ngraph_core.errors import UnsupportedOpError
 from ngraph_core.ir import OpType
 from ngraph_core.passes.pipeline import PIPELINES
-from ngraph_core.transformers.base import Transformer, register_transformer
+from ngraph_core.transformers.base import Transformer
 from ngraph_core.transformers.kernels.fused import unblocked
+from ngraph_core.transformers.registry import register_transformer
 
 API = json.loads((pathlib.Path(__file__).parent / "data" / "cupy_api.json").read_text())["names"]
 NDARRAY_NAMES = frozenset(API["ndarray"])

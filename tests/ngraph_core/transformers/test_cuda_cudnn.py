@@ -26,10 +26,10 @@ from op_helper import arg
 import ngraph_core as ng
 from ngraph_core.ir.conv import ConvArg
 from ngraph_core.passes.pipeline import PIPELINES
-from ngraph_core.transformers.base import register_transformer
 from ngraph_core.transformers.cupy import cudnn as cuda_cudnn
 from ngraph_core.transformers.kernels.context import KernelContext
 from ngraph_core.transformers.kernels.conv import Epilogue
+from ngraph_core.transformers.registry import register_transformer
 
 
 class CudnnSurfaceTransformer(CupySurfaceTransformer):
