@@ -218,6 +218,8 @@ class TransformerEncoder(CompositeLayer):
         >>> memory = TransformerEncoder(6, 8, 2048, norm_first=True, final_norm=True)(x, lengths=lengths)
     """
 
+    layer_class: type[TransformerEncoderLayer] = TransformerEncoderLayer  # what the stack is made of
+
     def __init__(self, num_layers: int, num_heads: int, dim_feedforward: int = 2048, dropout: float = 0.1,
                  activation: Any = "relu", norm_first: bool = False, eps: float = 1e-5, causal: bool = False,
                  final_norm: bool = False, name: str | None = None) -> None:
@@ -225,8 +227,8 @@ class TransformerEncoder(CompositeLayer):
         self.num_layers = positive_int(self, "num_layers", num_layers)
         if not isinstance(final_norm, bool):
             raise layer_error(self, "final_norm to be a bool", repr(final_norm), "pass final_norm=True or False")
-        self.layers = [TransformerEncoderLayer(num_heads, dim_feedforward, dropout, activation, norm_first, eps,
-                                               causal) for _ in range(self.num_layers)]
+        self.layers = [self.layer_class(num_heads, dim_feedforward, dropout, activation, norm_first, eps, causal)
+                       for _ in range(self.num_layers)]
         name_children(self.layers)
         self.final_norm = LayerNorm(eps, name="LayerNorm_0") if final_norm else None
 
@@ -254,16 +256,11 @@ class TransformerEncoder(CompositeLayer):
                 "final_norm": self.final_norm is not None}
 
 
-class TransformerDecoder(CompositeLayer):
+class TransformerDecoder(TransformerEncoder):
     """A stack of ``num_layers`` ``TransformerDecoderLayer``s (``TransformerDecoderLayer_0``...), each attending
     to the same ``memory``, then an optional final ``LayerNorm`` (``final_norm``; PyTorch's ``norm=``).
 
-    Args:
-        num_layers: the depth (> 0).
-        num_heads, dim_feedforward, dropout, activation, norm_first, eps, causal: each layer's
-            (``TransformerDecoderLayer``).
-        final_norm: add ``LayerNorm_0`` after the last layer.
-        name: the layer's name.
+    Args: as ``TransformerEncoder``'s (each layer's are ``TransformerDecoderLayer``'s), ``causal`` True by default.
 
     Call: ``decoder(x, memory, *, lengths=None, memory_lengths=None)``; every layer gets the memory and lengths.
 
@@ -271,41 +268,18 @@ class TransformerDecoder(CompositeLayer):
         >>> y = TransformerDecoder(6, 8, 2048)(target, memory, lengths=target_lengths, memory_lengths=lengths)
     """
 
+    layer_class = TransformerDecoderLayer
+
     def __init__(self, num_layers: int, num_heads: int, dim_feedforward: int = 2048, dropout: float = 0.1,
                  activation: Any = "relu", norm_first: bool = False, eps: float = 1e-5, causal: bool = True,
                  final_norm: bool = False, name: str | None = None) -> None:
-        super().__init__(name)
-        self.num_layers = positive_int(self, "num_layers", num_layers)
-        if not isinstance(final_norm, bool):
-            raise layer_error(self, "final_norm to be a bool", repr(final_norm), "pass final_norm=True or False")
-        self.layers = [TransformerDecoderLayer(num_heads, dim_feedforward, dropout, activation, norm_first, eps,
-                                               causal) for _ in range(self.num_layers)]
-        name_children(self.layers)
-        self.final_norm = LayerNorm(eps, name="LayerNorm_0") if final_norm else None
+        super().__init__(num_layers, num_heads, dim_feedforward, dropout, activation, norm_first, eps, causal,
+                         final_norm, name)
 
-    @property
-    def sublayers(self) -> list[Layer]:
-        return [*self.layers, *([self.final_norm] if self.final_norm is not None else [])]
-
-    def __call__(self, x: ng.Op, memory: ng.Op | None = None, *,  # type: ignore[override]
-                 lengths: ng.Op | None = None, memory_lengths: ng.Op | None = None) -> ng.Op:
-        if not isinstance(memory, ng.Op):
-            raise layer_error(self, "a memory op [Fm, REC, N] (the encoder's output)", type(memory).__name__,
-                              "call decoder(target, memory)")
-        token = _call.set(BlockCall(memory, lengths, memory_lengths))
-        try:
-            return Layer.__call__(self, x)
-        finally:
-            _call.reset(token)
+    __call__ = TransformerDecoderLayer.__call__  # (x, memory, *, lengths, memory_lengths): the same keywords
 
     def call(self, x: ng.Op) -> ng.Op:
         options = _call.get()
         for layer in self.layers:
             x = layer(x, options.memory, lengths=options.lengths, memory_lengths=options.memory_lengths)
         return self.final_norm(x) if self.final_norm is not None else x
-
-    def get_config(self) -> dict[str, Any]:
-        config = self.layers[0].get_config()
-        del config["name"]
-        return {"name": self.name, "num_layers": self.num_layers, **config,
-                "final_norm": self.final_norm is not None}
