@@ -1,5 +1,6 @@
 """Generate the notebooks from their scripts: ``notebooks/walkthrough.ipynb`` from
-``examples/walkthrough.py`` and ``notebooks/selectors.ipynb`` from ``examples/selectors_tour.py``.
+``examples/walkthrough.py``, ``notebooks/selectors.ipynb`` from ``examples/selectors_tour.py`` and
+``notebooks/transformer_onnx.ipynb`` from ``examples/transformer_onnx.py``.
 
 Each script is the single source: its ``# %%`` markers (the "percent" cell format that
 Jupytext, VS Code and Spyder read) split it into code cells, and ``# %% [markdown]``
@@ -25,6 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PAIRS = {
     ROOT / "examples" / "walkthrough.py": ROOT / "notebooks" / "walkthrough.ipynb",
     ROOT / "examples" / "selectors_tour.py": ROOT / "notebooks" / "selectors.ipynb",
+    ROOT / "examples" / "transformer_onnx.py": ROOT / "notebooks" / "transformer_onnx.ipynb",
 }
 
 

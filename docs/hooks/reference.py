@@ -41,7 +41,9 @@ MARKER = "<!-- cli-reference -->"
 COMMANDS = ("neon.cli.neon_main", "neon.cli.ngraph_main")  # modules with build_parser()
 WIDTH = "100"  # argparse wraps help at $COLUMNS: fixed, so the page is the same on every machine
 
-NOTEBOOKS = ("notebooks/walkthrough.ipynb", "notebooks/selectors.ipynb")  # the same path on the site
+NOTEBOOKS = (  # the same path on the site
+    "notebooks/walkthrough.ipynb", "notebooks/selectors.ipynb", "notebooks/transformer_onnx.ipynb",
+)
 EXTRA_PAGES = {  # site path -> Markdown file in the repository, outside docs/
     "figures/RESULTS.md": "benchmarks/RESULTS.md",
     "figures/benchmarks.md": "benchmarks/README.md",
