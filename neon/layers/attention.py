@@ -205,12 +205,24 @@ class MultiHeadAttention(Layer):
         else:
             key_lengths = None if options.memory_lengths is None else check_lengths(self, source,
                                                                                     options.memory_lengths)
-        q, k, v = ng.dot(self.Wq, x), ng.dot(self.Wk, source), ng.dot(self.Wv, source)
-        if self.bias:
-            q, k, v = q + self.bq, k + self.bk, v + self.bv
+        q, k, v = self.project(x, source)
         dropout = self.dropout if is_training() else 0.0
         o = ng.scaled_dot_product_attention(q, k, v, causal=self.causal, key_lengths=key_lengths, dropout=dropout,
                                             seed=self.seed)
+        return self.merge_heads(o, x)
+
+    def project(self, x: ng.Op, source: ng.Op) -> tuple[ng.Op, ng.Op, ng.Op]:
+        """The queries of ``x`` and the keys and values of ``source``, each ``[D|V, H, REC, N]`` (biases added).
+
+        The built layer's projections, also used by the key/value-cached step (``neon.layers.kv_cache``).
+        """
+        q, k, v = ng.dot(self.Wq, x), ng.dot(self.Wk, source), ng.dot(self.Wv, source)
+        if self.bias:
+            q, k, v = q + self.bq, k + self.bk, v + self.bv
+        return q, k, v
+
+    def merge_heads(self, o: ng.Op, x: ng.Op) -> ng.Op:
+        """The output projection ``Wo . o + bo`` of the heads' outputs ``o [V, H, REC, N]``, in ``x``'s axes order."""
         y = ng.dot(self.Wo, o)
         y = ng.axes_with_order(y, x.axes) if y.axes != x.axes and y.axes.same_set(x.axes) else y
         return y + self.bo if self.bias else y
