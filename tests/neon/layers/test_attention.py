@@ -334,3 +334,41 @@ def test_errors_say_what_was_expected() -> None:
         TransformerDecoderLayer(2, 8)(x)
     with pytest.raises(LayerError, match="lengths as an op with axes"):
         MultiHeadAttention(2)(x, lengths=ng.placeholder([axis("REC", 5)], dtype="int32"))
+
+
+# -- cross-attention on a memory of another feature size (torch's kdim / vdim) ------------------------------------
+
+
+FM = 4  # the memory's features, != E
+
+
+def mha_pairs_kdim(ours: MultiHeadAttention, theirs) -> list[tuple[ng.Op, object, slice, Callable]]:
+    """``mha_pairs`` for a torch module with ``kdim``/``vdim`` != ``embed_dim``: separate q/k/v projection weights
+    (``q_proj_weight [E, E]``, ``k_proj_weight [E, kdim]``, ``v_proj_weight [E, vdim]``; no ``in_proj_weight``)."""
+    assert theirs.in_proj_weight is None and theirs.k_proj_weight.shape == (E, FM)
+    b = theirs.in_proj_bias
+    q, k, v = slice(0, E), slice(E, 2 * E), slice(2 * E, 3 * E)
+    pairs = [(ours.Wq, theirs.q_proj_weight, ALL, heads_first), (ours.Wk, theirs.k_proj_weight, ALL, heads_first),
+             (ours.Wv, theirs.v_proj_weight, ALL, heads_first),
+             (ours.bq, b, q, heads_first), (ours.bk, b, k, heads_first), (ours.bv, b, v, heads_first)]
+    pairs.append((ours.Wo, theirs.out_proj.weight, ALL, lambda a: np.swapaxes(a.reshape(E, HEADS, -1), 1, 2)))
+    pairs.append((ours.bo, theirs.out_proj.bias, ALL, same))
+    return pairs
+
+
+def test_cross_attention_on_a_memory_of_another_size_matches_torch_kdim_vdim() -> None:
+    """Queries of E=6 features over a memory of FM=4 (torch's ``kdim=vdim=4``), with memory padding: the output and
+    the gradients to the query, the memory (used as both key and value) and every weight, in float64."""
+    def run_torch(x, memory):
+        torch.manual_seed(6)
+        module = torch.nn.MultiheadAttention(E, HEADS, kdim=FM, vdim=FM, batch_first=True, dtype=torch.float64)
+        with torch.no_grad():
+            module.in_proj_bias.uniform_(-0.5, 0.5)
+            module.out_proj.bias.uniform_(-0.5, 0.5)
+        y, _ = module(x, memory, memory, key_padding_mask=padding_mask(MEMORY_LENGTHS, S), need_weights=False)
+        return module, y
+
+    layer = MultiHeadAttention(HEADS)
+    compare(layer, lambda layer, x, m, memory_lengths: layer(x, m, memory_lengths=memory_lengths), run_torch,
+            mha_pairs_kdim, [seq(), seq(f=FM, t=S, name="M")], {"memory_lengths": MEMORY_LENGTHS})
+    assert layer.Wk.axes.lengths == layer.Wv.axes.lengths == (E // HEADS, HEADS, FM)
