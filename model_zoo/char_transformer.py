@@ -13,10 +13,16 @@ blocks with *causal* self-attention (step ``t`` sees steps ``<= t``), feed-forwa
 (the LSTM from a zero state, the Transformer with no earlier context), so the two models'
 bits per character (``nats / ln 2``) measure the same thing.
 
-Sampling (``CharTransformer.sample``): the context (the prompt, then what was generated, its last
-``seq_length`` characters) is run through the model at every step and the next character drawn
-from ``softmax(logits / temperature)`` by the Gumbel-max trick with a seeded generator
-(``temperature=0``: greedy). The whole prefix is recomputed each step: there is no key/value cache.
+Sampling (``CharTransformer.sample``): the next character is drawn from ``softmax(logits /
+temperature)`` by the Gumbel-max trick with a seeded generator (``temperature=0``: greedy), reading
+the context (the prompt, then what was generated, its last ``seq_length`` characters). With the
+key/value cache (the default, ``ng.inference.Generator`` over ``neon.layers.kv_cache``'s graphs) the
+prompt is run once as one window and each generated character costs one step; past the context,
+``overflow="window"`` (the default) re-runs the window for each character, which keeps the passage
+exactly that of ``cached=False`` (the whole window re-run for every character, as before the cache),
+and ``overflow="shift"`` prefills again from the last half of the context instead (faster, another
+passage). ``__ngraph_generation__`` hands the same graphs to ``ng.inference.compile_generator``
+(``ngraph bench out/char_transformer/char_transformer.h5 --generate 200``).
 
 ``--match-lstm`` picks ``d_model`` (a multiple of ``--heads``) whose parameter count is closest to
 that of ``char_lm``'s default model (``LSTM(256)`` over 64-wide embeddings) on the same vocabulary,
@@ -46,10 +52,12 @@ from typing import Any
 
 import numpy as np
 
+import ngraph_core as ng
 from neon.callbacks import History
 from neon.data.text import Vocabulary
 from neon.initializers import set_seed
 from neon.layers import Affine, LookupTable, PositionEmbedding, TransformerEncoder
+from neon.layers.kv_cache import cache_placeholders, decode_step, position_step, prefill
 
 from .char_lm import DEFAULT_PROMPT, CharLM, fit_and_sample, held_out_split
 from .char_models import CharModel, CharModelError, gumbel_noise, record_vocabulary
@@ -135,7 +143,69 @@ class CharTransformer(CharLM):
         x = self._ids(self.context, 1, "x")
         return self.transformer.computation(self.logits(x), x, mode="inference")
 
-    def sample(self, prompt: str, length: int, temperature: float = 0.8, seed: int = 0) -> str:
+    def generation_graphs(self, batch_size: int = 1) -> ng.inference.GenerationGraphs:
+        """The window and step graphs of cached generation (``ng.inference.generation``), without weights.
+
+        The window: ``ids [REC:context, N] -> (logits [V, REC:context, N], *caches)`` (``kv_cache.prefill``);
+        the step: ``(ids [REC:1, N], position [N], *caches) -> (logits [V, REC:1, N], *caches)``
+        (``kv_cache.decode_step``); two caches (keys, values) per block, in block order.
+
+        Example:
+            >>> graphs = model.generation_graphs(); graphs.context
+            64
+        """
+        self.ensure_built()
+        embed, position, decoder, output = (self.layers[k] for k in ("embed", "position", "decoder", "output"))
+        window = self._ids(self.context, batch_size, "ids")
+        h, written = prefill(decoder, position(embed(window)))
+        token = self._ids(1, batch_size, "token")
+        step = ng.placeholder([token.axes.batch_axis], dtype="int32", name="position")
+        caches = cache_placeholders(decoder, self.context, token.axes.batch_axis)
+        y, stepped = decode_step(decoder, position_step(position, embed(token), step, self.context), caches, step)
+
+        def flat(pairs: Any) -> list[ng.Op]:
+            return [op for cache in pairs for op in (cache.keys, cache.values)]
+
+        return ng.inference.GenerationGraphs((window,), (output(h), *flat(written)), (token, step, *flat(caches)),
+                                             (output(y), *flat(stepped)))
+
+    def __ngraph_generation__(self, batch_size: int) -> ng.inference.GenerationGraphs:
+        """``generation_graphs`` with the current weights (``ng.inference.compile_generator`` reads this).
+
+        Example:
+            >>> generator = ng.inference.compile_generator(model)
+        """
+        graphs = self.generation_graphs(int(batch_size))
+        roots = [*graphs.window_outputs, *graphs.step_outputs]
+        weights = {v: self.transformer.read_variable(v) for v in ng.ordered_ops(roots) if v.op is ng.OpType.VARIABLE}
+        return ng.inference.GenerationGraphs(graphs.window_inputs, graphs.window_outputs, graphs.step_inputs,
+                                             graphs.step_outputs, weights)
+
+    def generator(self, overflow: str = "window") -> ng.inference.Generator:
+        """A ``Generator`` running ``generation_graphs`` on the model's transformer (the weights as they are at
+        each call, so it stays right while the model trains); compiled once per ``overflow``.
+
+        Raises:
+            CharModelError: an unknown overflow policy.
+
+        Example:
+            >>> model.generator().generate(model.vocab.encode("KING.\\n"), 20)
+        """
+        if overflow not in ng.inference.OVERFLOWS:
+            raise CharModelError(f"CharTransformer: expected overflow in {ng.inference.OVERFLOWS}, received "
+                                 f"{overflow!r}; hint: 'window' (exact past the context) or 'shift' (faster)")
+
+        def build() -> ng.inference.Generator:
+            graphs = self.generation_graphs(1)
+            window = self.transformer.computation(list(graphs.window_outputs), *graphs.window_inputs,
+                                                  mode="inference")
+            step = self.transformer.computation(list(graphs.step_outputs), *graphs.step_inputs, mode="inference")
+            return ng.inference.Generator(graphs, window, step, overflow)
+
+        return self.inference(("generator", overflow), build)
+
+    def sample(self, prompt: str, length: int, temperature: float = 0.8, seed: int = 0, overflow: str = "window",
+               cached: bool = True) -> str:
         """``length`` characters continuing ``prompt``, drawn from ``softmax(logits / temperature)``.
 
         Args:
@@ -143,12 +213,17 @@ class CharTransformer(CharLM):
             length: characters to generate (>= 1).
             temperature: >= 0; 0 picks the likeliest character (greedy), below 1 sharpens, above 1 flattens.
             seed: seeds the Gumbel noise (same seed and weights, same passage).
+            overflow: past the context: ``"window"`` (re-run the window per character: the passage of
+                ``cached=False``), ``"shift"`` (prefill again from the last half: faster, another passage)
+                or ``"error"``.
+            cached: False runs the whole window for every character (no key/value cache, as before it).
 
         Returns:
             the generated characters (without the prompt).
 
         Raises:
-            CharModelError: an empty prompt, a bad length or temperature; DataError: unknown characters.
+            CharModelError: an empty prompt, a bad length, temperature or overflow; DataError: unknown
+                characters; GenerationError: ``overflow="error"`` past the context.
 
         Example:
             >>> model.sample("ROMEO.\\n", 200, temperature=0.8)
@@ -162,8 +237,12 @@ class CharTransformer(CharLM):
             raise CharModelError(f"CharTransformer.sample: expected a finite temperature >= 0, received "
                                  f"{temperature!r}; hint: 0 is greedy, 0.8 a usual choice")
         ids = list(self.vocab.encode(prompt))
+        generator = self.generator(overflow) if cached else None
         # Gumbel-max with a temperature: argmax(logits / T + g) = argmax(logits + T * g)
         noise = float(temperature) * gumbel_noise(np.random.default_rng(seed), (length, len(self.vocab)))
+        if generator is not None:
+            tokens = generator.generate(ids, length, lambda i, logits: int(np.argmax(logits + noise[i])))
+            return self.vocab.decode(np.array(tokens))
         for step in range(length):
             ids.append(int(np.argmax(self.next_logits(np.array(ids)) + noise[step])))
         return self.vocab.decode(np.array(ids[-length:]))

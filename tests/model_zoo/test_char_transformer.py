@@ -24,6 +24,7 @@ from neon import load_model
 from neon.data import MissingDataError
 from neon.data.text import Vocabulary
 from neon.optimizers import Adam
+from ngraph_core.inference import GenerationError
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ["--max-chars", "4000", "--epochs", "1", "--layers", "1", "--d-model", "16", "--heads", "2",
@@ -89,6 +90,38 @@ def test_sampling_is_seeded_in_the_vocabulary_and_greedy_is_the_argmax(text) -> 
         model.sample("", 5)
     with pytest.raises(CharModelError, match="expected a finite temperature >= 0"):
         model.sample("K", 5, temperature=-1.0)
+
+
+def test_cached_sampling_is_the_window_rerun_one_step_per_character(text) -> None:
+    model = small_model(text, d_model=16, context=64)
+    for temperature in (0.0, 1.0):  # 6 + 40 characters: within the context
+        cached = model.sample("KING.\n", 40, temperature=temperature, seed=3)
+        assert cached == model.sample("KING.\n", 40, temperature=temperature, seed=3, cached=False)
+        generator = model.generator()
+        assert (generator.window_runs, generator.step_runs) == (1, 39)  # the prompt once, then one step each
+    short = small_model(text, d_model=16, context=16)  # past the context: "window" re-runs, still the same passage
+    assert short.sample("KING.\n", 30, temperature=1.0, seed=1) == short.sample("KING.\n", 30, temperature=1.0,
+                                                                                  seed=1, cached=False)
+    assert len(short.sample("KING.\n", 30, temperature=1.0, seed=1, overflow="shift")) == 30
+    assert short.generator("shift").window_runs < short.generator("window").window_runs
+    with pytest.raises(GenerationError, match=r"expected at most context=16 tokens \(overflow='error'\)"):
+        short.sample("KING.\n", 30, overflow="error")
+    with pytest.raises(CharModelError, match=r"expected overflow in \('shift', 'window', 'error'\), received 'slide'"):
+        short.sample("KING.\n", 3, overflow="slide")
+
+
+@pytest.mark.parametrize("dtype, tolerance", [("float32", 1e-5), ("float64", 1e-10)])
+def test_step_logits_equal_the_window_logits_at_every_position(text, dtype, tolerance) -> None:
+    model = CharTransformer(Vocabulary.from_text(text), d_model=32, num_layers=2, num_heads=4, context=32, seed=0,
+                            float_dtype=dtype)
+    ids = model.vocab.encode(text[100:132])
+    full = window_logits(model, ids)
+    generator = model.generator()
+    logits = generator.start(ids[:3])
+    for position in range(2, 32):
+        np.testing.assert_allclose(logits, full[:, position], rtol=0, atol=tolerance, err_msg=f"position {position}")
+        logits = generator.append(int(ids[position + 1])) if position < 31 else logits
+    assert generator.step_runs == 29 and logits.dtype == np.dtype(dtype)
 
 
 def test_the_parameter_count_formula_and_the_width_matching_an_lstm(text) -> None:
