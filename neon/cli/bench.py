@@ -14,9 +14,14 @@ their inputs' batch axis ``N`` (a graph converted with ``--dim N=8`` is batch 8;
 an ``N`` axis counts one sample per request), and a ``--batch`` that differs is refused. The
 throughput is ``batch`` samples per request: requests completed x batch / duration.
 
+**Generation.** ``--generate N`` measures a causal language model (a ``char_transformer``
+checkpoint) sampling ``N`` tokens at a time with its key/value cache, in tokens per second
+(``bench_generation.py``; ``--compare`` adds the rate without the cache).
+
 Example:
     $ ngraph bench out/mnist_mlp.h5 --batch 1 --requests 4 --time 10
     $ ngraph bench mnist_int8.ngi --time 5 -pc
+    $ ngraph bench out/char_transformer/char_transformer.h5 --generate 200 --compare
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ import numpy as np
 import ngraph_core as ng
 
 from ..model import Model
+from .bench_generation import run_generation_bench
 from .common import CommandError, UsageError, positive_int
 from .sources import load_source
 
@@ -55,7 +61,8 @@ def positive_seconds(text: str) -> float:
 
 
 def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
-    """The arguments of ``bench``: the model file, ``--batch``, ``--requests``, ``--time``, ``--precision``, ``-pc``."""
+    """The arguments of ``bench``: the model file, ``--batch``, ``--requests``, ``--time``, ``--precision``, ``-pc``,
+    and ``--generate``, ``--overflow``, ``--compare`` for a language model's tokens per second."""
     parser.add_argument("path", help="a model (.h5 from Model.save_params), a graph (.json from ng.serialize) or a "
                                      "deployable file (CompiledModel.save)")
     parser.add_argument("--batch", "-b", type=positive_int, default=None,
@@ -72,6 +79,14 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
                              "random normal samples, which makes int8 timings right and accuracy meaningless)")
     parser.add_argument("-pc", "--perf-counts", dest="pc", action="store_true",
                         help="print per-layer performance counters (time, calls, bytes) after the run")
+    parser.add_argument("--generate", type=positive_int, default=None, metavar="N",
+                        help="a causal language model (char_transformer.h5): tokens per second generating runs of N "
+                             "tokens with the key/value cache")
+    parser.add_argument("--overflow", choices=ng.inference.OVERFLOWS, default="shift",
+                        help="--generate past the model's context: prefill again from the last half (shift, default), "
+                             "re-run the window per token (window) or stop (error)")
+    parser.add_argument("--compare", action="store_true",
+                        help="--generate: also time one run without the cache (the window re-run per token)")
 
 
 def load_compiled(path: str | Path, batch: int | None = None, precision: str | None = None,
@@ -256,7 +271,14 @@ def format_bench(result: BenchResult) -> list[str]:
 
 
 def run_bench(args: argparse.Namespace) -> int:
-    """The ``bench`` subcommand: compile or load ``args.path``, run ``bench``, print the figures; exit code 0."""
+    """The ``bench`` subcommand: compile or load ``args.path``, run ``bench``, print the figures; exit code 0.
+
+    With ``--generate N``: tokens per second of a language model (``run_generation_bench``)."""
+    if args.generate is not None:
+        return run_generation_bench(args)
+    if args.compare:
+        raise UsageError("bench: --compare compares generation with and without the cache, received it without "
+                         "--generate; hint: add --generate N (a causal language model)")
     compiled = load_compiled(args.path, args.batch, args.precision, args.calibration)
     print(f"{args.path}: {compiled.precision}, batch {compiled.batch_size}, inputs "
           f"{', '.join(f'{s.name}{list(s.shape)}' for s in compiled.inputs)}; {args.requests} requests for "

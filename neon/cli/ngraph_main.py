@@ -85,6 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
         "ngraph bench out/model.h5 --batch 1 --requests 4 --time 10",
         "ngraph bench out/model.h5 --precision int8 --calibration samples.npy -pc",
         "ngraph bench model.ngi --time 5",
+        "ngraph bench out/char_transformer/char_transformer.h5 --generate 200 --compare",
     ], run_bench)
     add_bench_arguments(bench)
     convert = add_subcommand(parser, "convert", "Import an ONNX model and write it as a graph document "
