@@ -150,6 +150,7 @@ broadcast_from     yes        yes     -         -              -      -     -   
 fused              yes        yes     -         -              yes    yes   -                        -
 allreduce_start    yes        yes     -         -              -      -     -                        -
 allreduce_wait     yes        yes     -         -              -      -     -                        -
+fused_attention    yes        yes     -         -              yes    -     -                        -
 """
 """The catalog: one line per ``OpType``, a cell per capability: ``yes`` (``bound``: storage the executor binds),
 ONNX operator names, or ``-`` (why: ``WHY_NOT``). Columns are separated by spaces and need not line up."""

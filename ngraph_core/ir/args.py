@@ -28,6 +28,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import SerializationError
+from .attention import AttentionArg
 from .codec import CodecContext, check_type, decode_value, encode_value, fail, wrong_arg
 from .collective import AllreduceArg, BucketArg, RootRank
 from .conv import ConvArg, PoolArg
@@ -245,4 +246,5 @@ ARG_TYPES: dict[OpType, type] = {
     OpType.BROADCAST_FROM: RootRank,
     OpType.ALLREDUCE_START: BucketArg,  # compiler-made: checked, never written
     OpType.ALLREDUCE_WAIT: BucketArg,
+    OpType.FUSED_ATTENTION: AttentionArg,  # compiler-made: checked, never written
 }

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..errors import AxesError, DTypeError
+from .attention import infer_attention
 from .axes import Axes, Axis, format_axes
 from .collective import infer_allreduce, infer_allreduce_start, infer_allreduce_wait, infer_broadcast_from
 from .conv import ConvArg, PoolArg, activation_roles, check_conv, check_pool
@@ -493,6 +494,7 @@ INFER: dict[OpType, Rule] = {
     OpType.BROADCAST_FROM: infer_broadcast_from,
     OpType.ALLREDUCE_START: infer_allreduce_start,
     OpType.ALLREDUCE_WAIT: infer_allreduce_wait,
+    OpType.FUSED_ATTENTION: infer_attention,
 }
 
 ARITY: dict[OpType, int | None] = {
@@ -529,6 +531,7 @@ ARITY: dict[OpType, int | None] = {
     OpType.BROADCAST_FROM: 1,
     OpType.ALLREDUCE_START: None,  # the bucket's members
     OpType.ALLREDUCE_WAIT: None,  # every start of the computation (its own at arg.index)
+    OpType.FUSED_ATTENTION: None,  # (q, k, v[, key_lengths])
 }
 
 

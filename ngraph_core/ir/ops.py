@@ -144,6 +144,7 @@ class OpType(Enum):
     FUSED = "fused"
     ALLREDUCE_START = "allreduce_start"  # a bucket of allreduces, flattened and started (passes/allreduce.py)
     ALLREDUCE_WAIT = "allreduce_wait"  # its reduced flat value, once the bucket's request completed
+    FUSED_ATTENTION = "fused_attention"  # attention in one tiled kernel (ir/attention.py; passes/attention.py)
 
     def __repr__(self) -> str:
         return f"OpType.{self.name}"
@@ -197,7 +198,7 @@ class OpGroup:
                          OpType.SCAN, OpType.SCAN_RESULT})
     # communication between the ranks of a data-parallel run
     COLLECTIVE = frozenset({OpType.ALLREDUCE, OpType.BROADCAST_FROM})
-    COMPILED = frozenset({OpType.FUSED, OpType.ALLREDUCE_START, OpType.ALLREDUCE_WAIT})
+    COMPILED = frozenset({OpType.FUSED, OpType.ALLREDUCE_START, OpType.ALLREDUCE_WAIT, OpType.FUSED_ATTENTION})
     # ops that talk to other ranks: never folded, merged or evaluated at compile time
     COMMUNICATING = COLLECTIVE | {OpType.ALLREDUCE_START, OpType.ALLREDUCE_WAIT}
     # ops whose output never carries a gradient back to any input

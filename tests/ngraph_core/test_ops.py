@@ -626,6 +626,22 @@ def test_op_fused(c: Case) -> None:
     check_fused(c.build, c.ref, c.inputs)
 
 
+def test_op_fused_attention() -> None:
+    """``fused_attention`` (made only by ``passes/attention.py``) against the composite it replaces, float64.
+    The kernel's and the pass's own tests: ``transformers/test_fused_attention.py``, ``passes/test_attention.py``."""
+    from ngraph_core.passes.attention import fuse_attention
+
+    D, H, R, N = (ng.make_axis(n, name) for n, name in ((4, "D"), (2, "H"), (5, "REC"), (3, "N")))
+    q, k, v = (ng.placeholder([D, H, R, N], dtype="float64") for _ in range(3))
+    out = ng.scaled_dot_product_attention(q, k, v, causal=True)
+    (fused,) = fuse_attention([out], 0, 0)
+    assert T.FUSED_ATTENTION in {op.op for op in ng.ir.toposort([fused])}
+    values = [np.random.default_rng(i).standard_normal((4, 2, 5, 3)) for i in range(3)]
+    with ng.transformers.make_transformer(optimize=False) as t:
+        got, expected = t.computation([fused, out], q, k, v)(*values)
+    np.testing.assert_allclose(got, expected, atol=1e-12, rtol=1e-12)
+
+
 # -- leaves, random tensors and side effects: dedicated tests ---------------------------------------------
 
 
@@ -831,6 +847,8 @@ if hasattr(T, "ALLREDUCE_START"):  # made only by the bucket_allreduce pass
     DEDICATED[T.ALLREDUCE_WAIT] = ["test_allreduce_buckets_in_plan"]
 if hasattr(T, "FUSED"):  # made only by the compiler's fusion pass
     DEDICATED[T.FUSED] = ["test_op_fused"]
+if hasattr(T, "FUSED_ATTENTION"):  # made only by the fuse_attention pass
+    DEDICATED[T.FUSED_ATTENTION] = ["test_op_fused_attention"]
 
 COVERAGE: dict[T, list[str]] = {}
 for _c in CASES:

@@ -7,6 +7,7 @@ placeholders have no kernel: the executor binds their storage and feeds.
 
 from ...ir import OpType
 from . import (
+    attention,
     collective,
     contraction,
     control,
@@ -26,6 +27,7 @@ from . import (
 from .context import Kernel, KernelContext, KernelFactory, Workspace
 
 KERNELS: dict[OpType, KernelFactory] = {
+    **attention.KERNELS,
     **elementwise.KERNELS,
     **reduce.KERNELS,
     **movement.KERNELS,

@@ -9,7 +9,7 @@ import numpy
 from ...ir import Op, OpType, toposort
 from ..base import Transformer
 from ..registry import register_transformer
-from . import compiled_pool, compiled_scan, conv_choice, numba_kernels, runtime
+from . import compiled_pool, compiled_scan, conv_choice, fused_attention, numba_kernels, runtime
 
 SECTIONS = frozenset({OpType.CONV, OpType.CONV_BPROP_DATA, OpType.CONV_BPROP_FILTER, OpType.POOL, OpType.POOL_BPROP})
 """Ops whose kernels split long sections of work over the runtime's workers (``blas_threads``)."""
@@ -23,8 +23,10 @@ class NumpyTransformer(Transformer):
     # fused element-wise programs: numba loops from 256K elements (NG_KERNELS=auto), all (numba) or none (numpy)
     # pooling: compiled loops, channels split over the workers (NG_KERNELS=numpy: the shared kernels)
     # scans with small bodies: the whole loop one numba function (compiled_scan.py)
+    # attention (made by passes/attention.py): the tiled kernel with a compiled softmax step (fused_attention.py)
     kernel_overrides = {OpType.FUSED: numba_kernels.fused, OpType.POOL: compiled_pool.pool,
-                        OpType.POOL_BPROP: compiled_pool.pool_bprop, OpType.SCAN: compiled_scan.scan}
+                        OpType.POOL_BPROP: compiled_pool.pool_bprop, OpType.SCAN: compiled_scan.scan,
+                        OpType.FUSED_ATTENTION: fused_attention.attention}
     compiled_elementwise = numba_kernels.SUPPORTED  # the steps numba compiles (ngraph_core/catalog.py reads it)
     # convolutions: per layer, the measured fastest of im2col, Winograd F(2x2, 3x3), one image at a time and (few
     # output positions) channels last with a compiled GEMM (NG_CONV)
