@@ -24,6 +24,7 @@ from ..errors import PipelineError
 from ..ir import Op, OpType, format_graph, toposort, verify
 from ..pattern import PatternMatcher, graph_rewrite
 from .allreduce import bucket_allreduce
+from .attention import fuse_attention
 from .bn_fold import fold_batch_norm
 from .cse import cse
 from .dce import dce
@@ -69,9 +70,11 @@ INFERENCE: tuple[str, ...] = (
 )
 
 # backend -> mode -> pass names. NumPy and CuPy run the same plans; a backend with
-# other needs (fewer kernels, its own fusion) gets its own lists here.
+# other needs (fewer kernels, its own fusion) gets its own lists here. NumPy first fuses
+# attention (on the graph as built; it keeps the composite wherever the backward reads
+# the weights, so it runs in both modes): its tiled kernel pays off on CPUs only.
 PIPELINES: dict[str, dict[str, tuple[str, ...]]] = {
-    "numpy": {"training": TRAINING, "inference": INFERENCE},
+    "numpy": {"training": ("fuse_attention", *TRAINING), "inference": ("fuse_attention", *INFERENCE)},
     "cupy": {"training": TRAINING, "inference": INFERENCE},
 }
 MODES = ("training", "inference")
@@ -131,6 +134,7 @@ def _make_pass(name: str, kernels: KernelTable | None, kernel_context: ContextFa
             return None
         return make_decompose(frozenset(kernels))
     return {
+        "fuse_attention": fuse_attention,
         "simplify": simplify,
         "fold_batch_norm": fold_batch_norm,
         "cse": cse,
