@@ -3,14 +3,15 @@
 The checkpoint (``neon train char_transformer --out DIR`` writes ``DIR/char_transformer.h5``) is
 loaded and compiled by ``ng.inference.compile_generator`` (window and step graphs, weights frozen,
 ``--precision`` fp32 or fp16). Then runs of ``N`` greedy tokens are generated back to back for
-``--time`` seconds, each from a one-token prompt (token id 0): one window run (the prefill, which
-gives the first token) and ``N - 1`` cached steps, past the context as ``--overflow`` says
-(default ``shift``: prefill again from the last half). It prints the runs and tokens, the prefill's
-median time, the latency percentiles of one cached step and the rate in tokens per second (every
-token of every run over the whole duration, prefills included). ``--compare`` adds one run
-without the cache (the window re-run for every token, what sampling cost before the cache) and
-the speedup; ``-pc`` the per-op counters of the step graph. Generation runs one sequence:
-``--batch`` must be 1 and ``--requests`` does not apply.
+``--time`` seconds, each from a one-token prompt (token id 0): its prefill (one step: a short
+prompt goes through the step) gives the first token, ``N - 1`` cached steps the rest, past the
+context as ``--overflow`` says (default ``shift``: a window run over the last half of the
+context, then steps again). It prints the runs and tokens, the median time of the prefills
+(the prompt's, and the window runs past the context), the latency percentiles of one cached step
+and the rate in tokens per second (every token of every run over the whole duration, prefills
+included). ``--compare`` adds one run without the cache (the window re-run for every token,
+what sampling cost before the cache) and the speedup; ``-pc`` the per-op counters of the step
+graph. Generation runs one sequence: ``--batch`` must be 1 and ``--requests`` does not apply.
 
 Example:
     $ ngraph bench out/char_transformer/char_transformer.h5 --generate 200 --time 5 --compare
@@ -78,7 +79,7 @@ class GenerationResult:
         runs: runs of ``length`` tokens completed.
         length: tokens per run.
         duration_s: seconds over all runs.
-        prefill_ms: one figure per window run (the prefills, and the re-prefills past the context).
+        prefill_ms: one figure per prefill (each run's prompt, and each window run past the context).
         step_ms: one figure per cached step.
         uncached_tokens_per_s: the rate without the cache (``--compare``), or None.
     """
@@ -154,8 +155,8 @@ def format_generation(result: GenerationResult) -> list[str]:
     """
     lines = [f"Count:        {result.runs} runs, {result.tokens} tokens",
              f"Duration:     {1e3 * result.duration_s:.2f} ms",
-             f"Prefill:      {statistics.median(result.prefill_ms):.3f} ms (median of {len(result.prefill_ms)} window "
-             "runs)"]
+             f"Prefill:      {statistics.median(result.prefill_ms):.3f} ms "
+             f"(median of {len(result.prefill_ms)} prefills)"]
     steps = result.step_ms
     if steps:
         lines += ["Latency (one cached step):",

@@ -14,8 +14,13 @@ driver (``Generator``) carries the caches from one run to the next:
 
 Neither graph holds state, so each compiles once, as any graph, into a ``CompiledModel``
 (``compile_generator``) or a plain computation (a model whose weights keep training: neon's
-``CharTransformer.sample``). The prompt is **prefilled by one window run**, then every generated
-token costs one step.
+``CharTransformer.sample``). Then every generated token costs one step.
+
+**The prefill.** A prompt of more than ``step_prefill`` tokens (default 16) is prefilled by **one
+window run**; a shorter one token by token through the step, from zeroed caches. Both give the
+same logits; the threshold is about cost: a window computes all ``T`` positions (padding
+included) and on the NumPy backend costs as much as a few dozen steps (a step is mostly per-op
+overhead), so a one-token prompt would otherwise pay ``T`` positions for one.
 
 **The context limit.** ``T`` rows hold steps ``0..T-1``; a model with learned absolute positions
 cannot slide its cache (every key depends on its position), so a token past the context is
@@ -31,7 +36,7 @@ handled by the ``overflow`` policy:
 Example:
     >>> generator = ng.inference.compile_generator(char_model)          # a model with __ngraph_generation__
     >>> tokens = generator.generate(prompt_ids, 200)                   # greedy
-    >>> generator.window_runs, generator.step_runs
+    >>> generator.window_runs, generator.step_runs                      # a prompt of 20 tokens
     (1, 199)
 """
 
@@ -48,10 +53,13 @@ from .compile import compile_for_inference
 from .freeze import InferenceError
 from .model import CompiledModel
 
-__all__ = ["OVERFLOWS", "GenerationError", "GenerationGraphs", "Generator", "compile_generator"]
+__all__ = ["OVERFLOWS", "STEP_PREFILL", "GenerationError", "GenerationGraphs", "Generator", "compile_generator"]
 
 OVERFLOWS = ("shift", "window", "error")
 """What a ``Generator`` does with a token past the context (module docstring)."""
+
+STEP_PREFILL = 16
+"""Prompts of at most so many tokens are prefilled through the step, longer ones by one window run."""
 
 Run = Callable[..., Sequence[Any]]
 Pick = Callable[[int, np.ndarray], int]
@@ -135,6 +143,8 @@ class Generator:
         run_window: runs the window graph: ``run_window(ids) -> [logits, *caches]``.
         run_step: runs the step graph: ``run_step(ids, position, *caches) -> [logits, *caches]``.
         overflow: ``"shift"``, ``"window"`` or ``"error"``: past the context (module docstring).
+        step_prefill: prompts of at most this many tokens are fed through the step, longer ones through
+            one window run (0: always the window).
 
     Attributes:
         context: the cache rows ``T``.
@@ -144,14 +154,18 @@ class Generator:
         window_model, step_model: the two ``CompiledModel``s when ``compile_generator`` made it, else None.
 
     Raises:
-        GenerationError: an unknown overflow policy, graphs with a batch longer than 1.
+        GenerationError: an unknown overflow policy, a negative ``step_prefill``, graphs with a batch longer than 1.
 
     Example:
         >>> generator = Generator(graphs, window.infer, step.infer)
         >>> logits = generator.start([3, 1, 4]); logits = generator.append(int(logits.argmax()))
     """
 
-    def __init__(self, graphs: GenerationGraphs, run_window: Run, run_step: Run, overflow: str = "shift") -> None:
+    def __init__(self, graphs: GenerationGraphs, run_window: Run, run_step: Run, overflow: str = "shift",
+                 step_prefill: int = STEP_PREFILL) -> None:
+        if isinstance(step_prefill, bool) or not isinstance(step_prefill, int) or step_prefill < 0:
+            raise GenerationError(f"Generator: expected step_prefill to be an int >= 0, received {step_prefill!r}; "
+                                  "hint: 0 prefills every prompt with one window run")
         if overflow not in OVERFLOWS:
             raise GenerationError(f"Generator: expected overflow in {OVERFLOWS}, received {overflow!r}; hint: 'shift' "
                                   "(fast, approximate past the context) or 'window' (exact, re-runs past the context)")
@@ -159,7 +173,7 @@ class Generator:
         if batch is None or batch.length != 1:
             raise GenerationError(f"Generator: expected graphs of batch 1 (one sequence), received ids "
                                   f"{graphs.window_inputs[0].axes}; hint: build them with __ngraph_generation__(1)")
-        self.graphs, self.overflow = graphs, overflow
+        self.graphs, self.overflow, self.step_prefill = graphs, overflow, step_prefill
         self.context = graphs.context
         self._run_window, self._run_step = run_window, run_step
         self._window_logits = _logit_index(graphs.window_outputs[0], None)
@@ -183,11 +197,29 @@ class Generator:
         self.position = len(tail)
         return self._window_logits(logits, len(tail) - 1)
 
-    def start(self, prompt: Sequence[int]) -> np.ndarray:
-        """Forget the sequence; prefill ``prompt`` (its last ``context`` tokens) in one window run.
+    def _prefill_by_steps(self, tail: Sequence[int]) -> np.ndarray:
+        """Feed ``tail`` through the step from zeroed caches (rows past the position are never read)."""
+        self._caches = [np.zeros(op.axes.lengths, dtype=op.dtype) for op in self.graphs.step_inputs[2:]]
+        self.position = 0
+        for token in tail:
+            logits = self._step(token)
+        return logits
+
+    def _step(self, token: int) -> np.ndarray:
+        ids = np.full(self.graphs.step_inputs[0].axes.lengths, token, dtype=self._ids_dtype)
+        position = np.full(self.graphs.step_inputs[1].axes.lengths, self.position, dtype=self._position_dtype)
+        logits, *self._caches = self._run_step(ids, position, *self._caches)
+        self.step_runs += 1
+        self.position += 1
+        return self._step_logits(logits)
+
+    def start(self, prompt: Sequence[int], by_window: bool | None = None) -> np.ndarray:
+        """Forget the sequence; prefill ``prompt`` (its last ``context`` tokens): one window run, or token by
+        token through the step when it has at most ``step_prefill`` tokens.
 
         Args:
             prompt: at least one token id.
+            by_window: True: one window run, False: steps, whatever the prompt's length (None: as above).
 
         Returns:
             the logits ``[V]`` of the token after the prompt.
@@ -204,7 +236,9 @@ class Generator:
                                   f"(overflow='error'), received {len(prompt)}; hint: cut the prompt, or "
                                   "overflow='shift' / 'window'")
         self.tokens, self.window_runs, self.step_runs = prompt, 0, 0
-        return self._prefill(prompt[-self.context:])
+        tail = prompt[-self.context:]
+        by_window = len(tail) > self.step_prefill if by_window is None else by_window
+        return self._prefill(tail) if by_window else self._prefill_by_steps(tail)
 
     def append(self, token: int) -> np.ndarray:
         """Add ``token`` to the sequence: one step (or, past the context, the ``overflow`` policy).
@@ -226,12 +260,7 @@ class Generator:
                                       "overflow='shift' prefills again from the last half, 'window' re-runs")
             keep = self.context if self.overflow == "window" else max(1, self.context // 2)
             return self._prefill(self.tokens[-keep:])
-        ids = np.full(self.graphs.step_inputs[0].axes.lengths, token, dtype=self._ids_dtype)
-        position = np.full(self.graphs.step_inputs[1].axes.lengths, self.position, dtype=self._position_dtype)
-        logits, *self._caches = self._run_step(ids, position, *self._caches)
-        self.step_runs += 1
-        self.position += 1
-        return self._step_logits(logits)
+        return self._step(int(token))
 
     def generate(self, prompt: Sequence[int], length: int, pick: Pick | None = None,
                  cached: bool = True) -> list[int]:
@@ -256,7 +285,7 @@ class Generator:
         if isinstance(length, bool) or not isinstance(length, (int, np.integer)) or length < 1:
             raise GenerationError(f"Generator.generate: expected length to be an int >= 1, received {length!r}")
         pick = pick or (lambda _, logits: int(np.argmax(logits)))
-        logits = self.start(prompt)
+        logits = self.start(prompt, by_window=None if cached else True)
         out: list[int] = []
         for i in range(int(length)):
             out.append(int(pick(i, logits)))
@@ -269,8 +298,8 @@ class Generator:
         return out
 
 
-def compile_generator(source: Any, *, precision: str = "fp32", backend: str = "numpy",
-                      overflow: str = "shift") -> Generator:
+def compile_generator(source: Any, *, precision: str = "fp32", backend: str = "numpy", overflow: str = "shift",
+                      step_prefill: int = STEP_PREFILL) -> Generator:
     """A ``Generator`` over the window and step graphs of ``source``, each compiled for inference (weights frozen).
 
     Args:
@@ -279,6 +308,7 @@ def compile_generator(source: Any, *, precision: str = "fp32", backend: str = "n
         precision: ``"fp32"`` or ``"fp16"`` (INT8 needs activation calibration, not offered here).
         backend: the transformer backend.
         overflow: past the context (module docstring).
+        step_prefill: prompts of at most so many tokens go through the step, longer ones one window run.
 
     Returns:
         the ``Generator``; ``window_model`` and ``step_model`` are its two ``CompiledModel``s.
@@ -306,6 +336,6 @@ def compile_generator(source: Any, *, precision: str = "fp32", backend: str = "n
     window = compiled(graphs.window_inputs, graphs.window_outputs)
     step = compiled(graphs.step_inputs, graphs.step_outputs)
     run_window, run_step = window.new_executor(), step.new_executor()
-    generator = Generator(graphs, run_window, run_step, overflow)
+    generator = Generator(graphs, run_window, run_step, overflow, step_prefill)
     generator.window_model, generator.step_model = window, step
     return generator

@@ -98,7 +98,7 @@ def test_cached_sampling_is_the_window_rerun_one_step_per_character(text) -> Non
         cached = model.sample("KING.\n", 40, temperature=temperature, seed=3)
         assert cached == model.sample("KING.\n", 40, temperature=temperature, seed=3, cached=False)
         generator = model.generator()
-        assert (generator.window_runs, generator.step_runs) == (1, 39)  # the prompt once, then one step each
+        assert (generator.window_runs, generator.step_runs) == (0, 6 + 39)  # the short prompt by steps, one step each
     short = small_model(text, d_model=16, context=16)  # past the context: "window" re-runs, still the same passage
     assert short.sample("KING.\n", 30, temperature=1.0, seed=1) == short.sample("KING.\n", 30, temperature=1.0,
                                                                                   seed=1, cached=False)
@@ -117,11 +117,13 @@ def test_step_logits_equal_the_window_logits_at_every_position(text, dtype, tole
     ids = model.vocab.encode(text[100:132])
     full = window_logits(model, ids)
     generator = model.generator()
-    logits = generator.start(ids[:3])
-    for position in range(2, 32):
-        np.testing.assert_allclose(logits, full[:, position], rtol=0, atol=tolerance, err_msg=f"position {position}")
-        logits = generator.append(int(ids[position + 1])) if position < 31 else logits
-    assert generator.step_runs == 29 and logits.dtype == np.dtype(dtype)
+    for prompt in (3, 20):  # prefilled by steps, then by a window run (more than step_prefill=16 tokens)
+        logits = generator.start(ids[:prompt])
+        for position in range(prompt - 1, 32):
+            np.testing.assert_allclose(logits, full[:, position], rtol=0, atol=tolerance,
+                                       err_msg=f"prompt {prompt}, position {position}")
+            logits = generator.append(int(ids[position + 1])) if position < 31 else logits
+        assert generator.window_runs == (prompt > 16) and logits.dtype == np.dtype(dtype)
 
 
 def test_the_parameter_count_formula_and_the_width_matching_an_lstm(text) -> None:

@@ -46,7 +46,7 @@ def test_format_generation_counts_prefills_and_steps() -> None:
     result = GenerationResult(runs=2, length=10, duration_s=0.5, prefill_ms=[2.0, 4.0, 3.0], step_ms=[1.0] * 17,
                               uncached_tokens_per_s=10.0)
     text = "\n".join(format_generation(result))
-    assert "Count:        2 runs, 20 tokens" in text and "Prefill:      3.000 ms (median of 3 window runs)" in text
+    assert "Count:        2 runs, 20 tokens" in text and "Prefill:      3.000 ms (median of 3 prefills)" in text
     assert _figure(text, "Tokens/s:") == 40.0 and "the cache is 4.0x faster" in text
 
 

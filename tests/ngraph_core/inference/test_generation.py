@@ -34,16 +34,18 @@ def reference(prompt: list[int], length: int) -> list[int]:
     return ids[len(prompt):]
 
 
-def test_one_window_then_one_step_per_token_and_the_same_tokens() -> None:
-    generator = compile_generator(model())
+@pytest.mark.parametrize("step_prefill", [0, 3], ids=["window-prefill", "step-prefill"])
+def test_one_prefill_then_one_step_per_token_and_the_same_tokens(step_prefill) -> None:
+    generator = compile_generator(model(), step_prefill=step_prefill)
     prompt = [3, 1, 4]
     length = CONTEXT - len(prompt) + 1  # fills the cache (the last token is not written), no overflow
     tokens = generator.generate(prompt, length)
     assert tokens == reference(prompt, length)
-    assert (generator.window_runs, generator.step_runs) == (1, length - 1)
+    runs = (1, length - 1) if step_prefill == 0 else (0, len(prompt) + length - 1)  # the prompt: a window or steps
+    assert (generator.window_runs, generator.step_runs) == runs
     assert generator.position == CONTEXT and generator.tokens == prompt + tokens[:-1]
     assert generator.generate(prompt, 4, cached=False) == tokens[:4]
-    assert (generator.window_runs, generator.step_runs) == (4, 0)
+    assert (generator.window_runs, generator.step_runs) == (4, 0)  # uncached: the window for every token
 
 
 def test_step_logits_equal_the_window_logits() -> None:
@@ -58,10 +60,10 @@ def test_step_logits_equal_the_window_logits() -> None:
 
 def test_overflow_window_is_exact_shift_prefills_from_the_last_half_error_stops() -> None:
     prompt, length = [2, 7], 3 * CONTEXT
-    window = compile_generator(model(), overflow="window")
+    window = compile_generator(model(), overflow="window", step_prefill=0)
     assert window.generate(prompt, length) == reference(prompt, length)
     assert window.step_runs == CONTEXT - len(prompt) and window.window_runs == length - window.step_runs
-    shift = compile_generator(model(), overflow="shift")
+    shift = compile_generator(model(), overflow="shift", step_prefill=0)
     tokens = shift.generate(prompt, length)
     assert tokens[:CONTEXT - 1] == reference(prompt, CONTEXT - 1)  # the same until the cache is full
     # then a window run over the last CONTEXT // 2 tokens, and CONTEXT // 2 steps to fill the cache again
@@ -94,6 +96,8 @@ def test_the_errors_say_what_was_expected() -> None:
     graphs = model().generation_graphs(1)
     with pytest.raises(GenerationError, match=r"expected overflow in \('shift', 'window', 'error'\)"):
         Generator(graphs, print, print, overflow="slide")
+    with pytest.raises(GenerationError, match="expected step_prefill to be an int >= 0, received -1"):
+        Generator(graphs, print, print, step_prefill=-1)
     with pytest.raises(GenerationError, match="expected graphs of batch 1"):
         Generator(model().generation_graphs(2), print, print)
     with pytest.raises(GenerationError, match=r"expected 1 window input, step inputs \(ids, position, \*caches\)"):
