@@ -1,11 +1,12 @@
 """The NumPy transformer's ``fused_attention`` kernel: the shared tiled kernel with a compiled softmax step.
 
 The shared kernel (``kernels/attention.py``) multiplies its tiles with BLAS and updates the online
-softmax between the two GEMMs. Written against ``xp`` that update is six whole-tile passes (mask, row
-maximum, subtract, exp, row sum, rescale); here it is one numba loop per row: the maximum over the
-visible columns, then ``exp`` and the sum in one sweep that also zeroes the hidden columns. Measured on
-the 2-core EPYC of docs/attention.md (T=2048, 4 heads, D=64, float32, one thread), the NumPy step took
-XXX ms of the kernel's XXX ms, the compiled one XXX ms.
+softmax between the two GEMMs. Written against ``xp`` that update is some ten whole-tile passes (mask,
+row maximum, subtract, exp, row sum, rescale); here it is one numba function, three sweeps per row (the
+maximum; ``exp`` as a polynomial; scale and sum) that vectorize. On one 256 x 512 tile (D=64, one thread,
+the 2-core EPYC of docs/attention.md, medians of 21) the float32 step took 809 us in NumPy, 278-504 us
+compiled with ``math.exp`` (a call per element) and 114 us as below, beside 351 us for the tile's two
+GEMMs (float64: 1352 us, 351 us and 173 us, beside 730 us).
 
 The step's source is static and goes through the kernel disk cache (``numba_loader.load_kernel``). Until
 numba has compiled it (``NG_COMPILE``: in the background by default) the kernel runs the NumPy step;
