@@ -19,9 +19,12 @@ each example's key steps from its length on. Masked scores become the dtype's lo
 softmax, and the weights are multiplied by the mask after it, so a query with no visible key gets zero
 weights (an output of zeros) rather than NaN.
 
-Gradients come from autodiff through the primitives (``batch_dot``'s are ``batch_dot``s). The
-scores are materialized (``[*kept, REC, REC_K]``); a fused, tiled online-softmax kernel is the
-planned optimization for long sequences.
+Gradients come from autodiff through the primitives (``batch_dot``'s are ``batch_dot``s), which
+materialize the scores ``[*kept, REC, REC_K]``. Where nothing else reads them (inference, a forward-only
+graph) and they are large, the NumPy transformer's compiler replaces the composite by one
+``fused_attention`` op (``passes/attention.py``), a tiled kernel with the softmax computed online that
+never holds the whole score matrix (``transformers/kernels/attention.py``; docs/attention.md, "The fused
+kernel").
 """
 
 from __future__ import annotations
@@ -33,14 +36,14 @@ import numpy as np
 
 from ..errors import AxesError, DTypeError
 from ..ir import Axes, Op, format_axes
+from ..ir.attention import KEY_TIME
 from ..ir.axes import RECURRENT_AXIS_NAME, Axis
 from .math import batch_dot, cast, less, where
 from .nn import softmax
 from .shape import axes_with_order, broadcast, cast_axes
 from .tensors import as_op, constant, uniform
 
-KEY_TIME = "REC_K"
-"""The name the key time axis takes inside attention (the scores are ``[*kept, REC, REC_K]``)."""
+__all__ = ["KEY_TIME", "scaled_dot_product_attention"]  # KEY_TIME: the key time's axis name inside, "REC_K"
 
 
 def _time(x: Op, what: str) -> Axis:
