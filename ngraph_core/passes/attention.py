@@ -27,6 +27,7 @@ Runs first on the NumPy backend's pipeline, on the graph as the API built it (``
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -143,7 +144,7 @@ def match_attention(out: Op) -> Match | None:
     elif after is not None:
         return None
     scaled = _scalar_operand(x)
-    if scaled is None or scaled[0].op is not T.BATCH_DOT or not scaled[1] > 0:
+    if scaled is None or scaled[0].op is not T.BATCH_DOT or not 0 < scaled[1] < math.inf:
         return None
     scores, scale = scaled
     q, k = scores.src

@@ -34,8 +34,9 @@ QUERY_BLOCK = 256
 """Queries per block (the rows of a score tile)."""
 
 KEY_BLOCK = 512
-"""Keys per tile (the columns of a score tile). 256 x 512 float32 is 512 KiB, an L2's worth; on the 2-core
-EPYC of docs/attention.md, T=2048, 4 heads, one thread, 128x256 to 512x512 tiles all took 122-134 ms."""
+"""Keys per tile (the columns of a score tile). 256 x 512 float32 is 512 KiB, an L2's worth. The size hardly
+matters: on the 2-core EPYC of docs/attention.md (T=2048, 4 heads, D=64, two workers, the machine busy), tiles of
+128 x 256 to 256 x 1024 all took 106-115 ms."""
 
 Step = Callable[..., None]
 """``step(s, m, l, acc, hi, rows, width, start)``: one online-softmax update of rows ``:rows`` and columns
