@@ -71,10 +71,20 @@ class AttentionArg(CompilerMadeArg):
 
 
 def attention_roles(q: Axes, k: Axes, v: Axes, feature: str) -> tuple[Axes, Axes, Axes]:
-    """``(kept, query and key time, v's feature)`` of an ``fused_attention`` op's operands, checked.
+    """``(kept, query and key time, v's feature)`` of a ``fused_attention`` op's operands, checked.
+
+    Args:
+        q, k, v: the operands' axes.
+        feature: the name of the axis ``q`` and ``k`` contract.
+
+    Returns:
+        the kept axes in ``q``'s order, ``Axes([REC, REC_K])`` and ``Axes([v's feature])``.
 
     Raises:
         AxesError: an operand without its time axis or the feature axis, or axes that do not line up.
+
+    Example:
+        >>> attention_roles(q.axes, k.axes, v.axes, "D")  # q [D, H, REC, N] -> ([H, N], [REC, REC_K], [DV])
     """
     query, key, feat = q.find(RECURRENT_AXIS_NAME), k.find(KEY_TIME), q.find(feature)
     if query is None or key is None or feat is None or k.find(feature) != feat:
@@ -93,7 +103,13 @@ def attention_roles(q: Axes, k: Axes, v: Axes, feature: str) -> tuple[Axes, Axes
 
 
 def infer_attention(src: Sequence[Op], arg: Any, axes: Any, dtype: str | None) -> tuple[Axes, str]:
-    """The given output axes (a reordering of kept + ``REC`` + v's feature) and q's float dtype."""
+    """The given output axes (a reordering of kept + ``REC`` + v's feature; None: that order) and q's dtype.
+
+    Raises:
+        AxesError: not 3 or 4 sources, no ``AttentionArg``, operands that do not line up (``attention_roles``),
+            output axes that are not such a reordering, ``key_lengths`` not an integer op over one kept axis.
+        DTypeError: q, k and v not of one float dtype.
+    """
     if len(src) not in (3, 4):
         raise AxesError(f"fused_attention: expected 3 or 4 inputs (q, k, v[, key_lengths]), received {len(src)}")
     if not isinstance(arg, AttentionArg):

@@ -117,7 +117,19 @@ def _mask(valid: Op, query: str, key: str) -> tuple[bool, Op | None] | None:
 
 
 def match_attention(out: Op) -> Match | None:
-    """The composite ending in ``out`` (its last ``batch_dot``), or None when ``out`` is not one."""
+    """The composite ending in ``out`` (its last ``batch_dot``), or None when ``out`` is not one.
+
+    Args:
+        out: any op; a composite's is ``batch_dot(weights, v)``.
+
+    Returns:
+        the ``Match`` (sources, arg, the ops it replaces), or None: another op, another mask, dropout.
+
+    Example:
+        >>> out = ng.scaled_dot_product_attention(q, k, v, causal=True)
+        >>> match_attention(out.src[0]).arg  # out: the final transpose of the last batch_dot
+        D scale=0.353553 causal
+    """
     if out.op is not T.BATCH_DOT:
         return None
     weights, v = out.src

@@ -48,7 +48,12 @@ def softmax_step(xp: Any) -> Step:
 
     For each row ``i < rows`` the first ``min(max(hi[i] - start, 0), width)`` columns of ``s`` are visible:
     ``m[i]`` becomes the running maximum over them, ``s`` their ``exp(s - m)`` (0 where not visible),
-    ``l[i]`` the running sum of those, and ``acc[i]`` is multiplied by ``exp(old m - new m)``.
+    ``l[i]`` the running sum of those, and ``acc[i]`` is multiplied by ``exp(old m - new m)``. A row with
+    nothing visible keeps its running values (its columns become 0).
+
+    Example:
+        >>> step = softmax_step(numpy)
+        >>> step(s, m, l, acc, hi, 256, 512, 1024)  # the tile of keys 1024..1535 of a block of 256 queries
     """
 
     def step(s: Any, m: Any, l: Any, acc: Any, hi: Any, rows: int, width: int, start: int) -> None:  # noqa: E741
