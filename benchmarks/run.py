@@ -50,9 +50,15 @@ def module_settings(benchmark: str) -> dict:
     settings = dict(DEFAULTS)
     tree = ast.parse((HERE / f"{benchmark}.py").read_text())
     for node in tree.body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
-                and node.targets[0].id in settings:
-            settings[node.targets[0].id] = ast.literal_eval(node.value)
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1):
+            continue
+        target = node.targets[0]
+        if isinstance(target, ast.Name) and target.id in settings:
+            settings[target.id] = ast.literal_eval(node.value)
+        elif isinstance(target, ast.Tuple) and isinstance(node.value, ast.Tuple):  # STEPS, WARMUP = 50, 10
+            for name, value in zip(target.elts, node.value.elts):
+                if isinstance(name, ast.Name) and name.id in settings:
+                    settings[name.id] = ast.literal_eval(value)
     return settings
 
 
