@@ -318,3 +318,32 @@ def test_float32_vector_math_matches_numpy(monkeypatch, kind):
     np.testing.assert_allclose(g[finite], expected[finite], rtol=3e-7, atol=1e-30 if kind == "exp" else 1e-37)
     if kind == "tanh":  # odd, and exact at 0 with its sign
         assert np.signbit(got[0][1]) and got[0][0] == 0
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_a_value_per_row_is_read_before_the_innermost_loop(monkeypatch, dtype):
+    """``exp(x - max(x))`` of a softmax over the last axis: the broadcast max has stride 0 along the rows only;
+    it is passed as one value per row (mode ``"r"``), so the innermost loop reads contiguous arrays only."""
+    assert compiled._mode((512, 4, 0)) == "r" and compiled._mode((0, 0)) == "s" and compiled._mode((0, 4)) == "a"
+    assert compiled._mode((0,)) == "s" and compiled._mode((4,)) == "a"
+    a, b, c = ng.make_axis(3, "A"), ng.make_axis(5, "B"), ng.make_axis(compiled.COMPILED_MIN_ELEMENTS // 15 + 7, "C")
+    sources: list[str] = []
+    real = compiled.generate_source
+    monkeypatch.setattr(compiled, "generate_source", lambda *args: sources.append(real(*args)) or sources[-1])
+
+    def build():
+        x, row = ng.placeholder([a, b, c], dtype=dtype), ng.placeholder([a, b], dtype=dtype)
+        return [ng.exp(x - ng.broadcast(row, [a, b, c])) * 0.5], [x, row]
+
+    x = data(dtype, 9, (3, 5, c.length))
+    x.reshape(-1)[:len(SPECIAL)] = 0.5  # finite values only: a softmax's rows
+    row = x.max(axis=-1)
+    ref, got, n_compiled = run_both(monkeypatch, build, [x, row])
+    assert n_compiled == 1
+    check(ref, got, False, dtype)
+    np.testing.assert_allclose(got[0], np.exp(x - row[..., None]) * 0.5, rtol=2e-6 if dtype == "float32" else 1e-14)
+    loop = [s for s in sources if s and "v1[i0]" in s]  # coalesced to (15, C): the row value is v1[i0]
+    assert loop, sources
+    lines = loop[-1].splitlines()
+    inner = next(i for i, line in enumerate(lines) if "for i1 in" in line)
+    assert "x1 = v1[i0]" in lines[inner - 1]
