@@ -10,6 +10,7 @@ from inference_models import IMAGE, datasets, mnist, trained_cnn, trained_mlp
 
 import ngraph_core as ng
 from ngraph_core.inference import CompiledModel, InferenceError, compile_for_inference
+from ngraph_core.inference.freeze import drop_training_ops
 
 T = ng.OpType
 
@@ -68,6 +69,29 @@ def make_graph() -> tuple[ng.Op, ng.Op, ng.Op, ng.Op, np.ndarray, np.ndarray]:
     y = ng.relu(ng.dot(ng.stop_gradient(w), x) + b)
     rng = np.random.default_rng(1)
     return x, y, w, b, rng.standard_normal((4, 6)).astype(np.float32), rng.standard_normal(4).astype(np.float32)
+
+
+def test_chained_stop_gradients_are_dropped_without_copying_the_graph_below() -> None:
+    """Two softmaxes in a row (each max under a stop_gradient), as in stacked attention layers: the inference
+    graph computes the first softmax once, not once more under the second one's stop_gradient."""
+    F, N = ng.make_axis(6, "F"), ng.make_axis(3, "N")
+    x = ng.placeholder([F, N], name="x")
+    y = ng.softmax(ng.softmax(ng.softmax(x, normalization_axes=[F]) * 2.0, normalization_axes=[F]) * 3.0,
+                   normalization_axes=[F])
+    before = ng.ordered_ops([y])
+    (dropped,) = drop_training_ops([y])
+    after = ng.ordered_ops([dropped])
+    assert sum(op.op is T.STOP_GRADIENT for op in before) == 3
+    assert not any(op.op is T.STOP_GRADIENT for op in after)
+    assert sum(op.op is T.EXP for op in after) == 3 and len(after) == len(before) - 3
+    compiled = compile_for_inference(([x], [y]), batch_size=3)
+    feed = np.random.default_rng(3).standard_normal((6, 3)).astype(np.float32)
+
+    def softmax(v: np.ndarray) -> np.ndarray:
+        e = np.exp(v - v.max(axis=0))
+        return e / e.sum(axis=0)
+
+    np.testing.assert_allclose(compiled.infer(feed)[0], softmax(softmax(softmax(feed) * 2) * 3), rtol=1e-5)
 
 
 def test_ops_source_with_weights_removes_stop_gradient() -> None:
