@@ -64,7 +64,14 @@ def step_function(xp: Any, kind: OpType) -> Callable[..., Any]:
         return lambda o, x: xp.reciprocal(xp.sqrt(x, out=o), out=o)
     if kind is OpType.WHERE:
         def where(o, c, a, b):
-            xp.copyto(o, xp.where(c, a, b), casting="unsafe")
+            # b everywhere, then a where c holds: no full-size temporary (a key/value cache's row write, 32K
+            # floats with broadcast operands: 30 -> 15 us). When o overlaps a or c, writing b first would
+            # clobber them: the temporary then.
+            if xp.may_share_memory(o, a) or xp.may_share_memory(o, c):
+                xp.copyto(o, xp.where(c, a, b), casting="unsafe")
+                return o
+            xp.copyto(o, b, casting="unsafe")
+            xp.copyto(o, a, casting="unsafe", where=c if c.dtype == bool else c != 0)
             return o
 
         return where
