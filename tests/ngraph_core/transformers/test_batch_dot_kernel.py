@@ -52,10 +52,28 @@ def test_batch_dot_matches_einsum(monkeypatch, case, workers, dtype):
 
 
 def test_a_stack_of_matrices_is_copied_only_when_blas_cannot_read_it():
-    x = np.zeros((4, 6, 8), dtype="float32")
-    assert contraction._matrices(np, x, "float32") is x
-    assert contraction._matrices(np, x.transpose(0, 2, 1), "float32").base is x  # transposed matrices: as they are
-    strided = x.transpose(2, 0, 1)  # no unit stride in the matrices: copied into C order
-    copied = contraction._matrices(np, strided, "float32")
-    assert copied.flags.c_contiguous and copied.shape == strided.shape
-    assert contraction._matrices(np, x, "float64").dtype == np.float64
+    stack = contraction.stacked_matrices
+    x = np.arange(4 * 6 * 8, dtype="float32").reshape(4, 6, 8)
+    assert np.shares_memory(stack(np, x, 1, 1, "float32"), x)  # C-order matrices: a view
+    flipped = x.transpose(0, 2, 1)
+    assert np.shares_memory(stack(np, flipped, 1, 1, "float32"), x)  # column-major matrices: BLAS reads them as they are
+    np.testing.assert_array_equal(stack(np, x, 0, 2, "float32"), x.reshape(24, 8))  # two axes merged into rows
+    assert np.shares_memory(stack(np, x, 0, 2, "float32"), x)
+    # attention's q [D, H, REC, N] as [H, N] stacks of REC x D: no unit stride, REC's is the smaller: copied
+    # column-major (REC innermost), the values unchanged
+    q = np.arange(8 * 2 * 5 * 3, dtype="float32").reshape(8, 2, 5, 3)
+    view = q.transpose(1, 3, 2, 0)
+    got = stack(np, view, 2, 1, "float32")
+    np.testing.assert_array_equal(got, view)
+    assert got.strides[-2] == 4 and not np.shares_memory(got, q)
+    # b's side, [H, N, D, REC_K]: D has the larger stride, REC_K the smaller: row-major
+    got = stack(np, q.transpose(1, 3, 0, 2), 2, 1, "float32")
+    assert got.strides[-1] == 4
+    np.testing.assert_array_equal(got, q.transpose(1, 3, 0, 2))
+    # a gradient's [D, H] x [REC, N] from [H, N, REC, D] memory: rows merged from two axes, copied
+    g = np.arange(2 * 3 * 5 * 4, dtype="float32").reshape(2, 3, 5, 4)  # [H, N, REC, D]
+    rows_cols = g.transpose(3, 0, 2, 1)  # [D, H, REC, N]
+    got = stack(np, rows_cols, 0, 2, "float32")
+    np.testing.assert_array_equal(got, rows_cols.reshape(8, 15))
+    assert got.strides[-2] == 4  # D (stride one element) innermost: column-major
+    assert stack(np, x, 1, 1, "float64").dtype == np.float64
