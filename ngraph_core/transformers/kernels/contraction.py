@@ -42,6 +42,28 @@ def _mergeable(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
     return all(outer == inner * n for (_, outer), (n, inner) in zip(dims, dims[1:]))
 
 
+@functools.lru_cache(maxsize=1024)
+def _matrix_plan(shape: tuple[int, ...], strides: tuple[int, ...], item: int, cast: bool, batch: int,
+                 rows: int) -> tuple[str, tuple[int, ...], tuple[int, ...]]:
+    """How ``stacked_matrices`` makes a layout into matrices: ``("view", shape, ())``, ``("C", shape, ())`` or
+    ``("F", shape of the transposed copy, its axis order)`` (cached: a kernel sees the same layouts each call)."""
+    lead = shape[:batch]
+    m, k = math.prod(shape[batch:batch + rows]), math.prod(shape[batch + rows:])
+    row_axes, col_axes = range(batch, batch + rows), range(batch + rows, len(shape))
+    if not cast and _mergeable(shape[batch:batch + rows], strides[batch:batch + rows]) and \
+            _mergeable(shape[batch + rows:], strides[batch + rows:]):
+        row_stride = min((strides[i] for i in row_axes if shape[i] > 1), default=item)
+        col_stride = min((strides[i] for i in col_axes if shape[i] > 1), default=item)
+        if (col_stride == item and row_stride >= k * item) or (row_stride == item and col_stride >= m * item) \
+                or m == 1 or k == 1:
+            return "view", lead + (m, k), ()
+    smallest_row = min((abs(strides[i]) for i in row_axes if shape[i] > 1), default=None)
+    smallest_col = min((abs(strides[i]) for i in col_axes if shape[i] > 1), default=None)
+    if smallest_row is not None and smallest_col is not None and smallest_row < smallest_col:
+        return "F", lead + (k, m), tuple(range(batch)) + tuple(col_axes) + tuple(row_axes)
+    return "C", lead + (m, k), ()
+
+
 def stacked_matrices(xp: Any, x: Any, batch: int, rows: int, dtype: str) -> Any:
     """``x``'s axes as ``(batch axes..., rows, columns)``: its first ``batch`` axes kept, the next ``rows`` merged into
     the rows and the rest into the columns, each matrix laid out for BLAS (one unit stride), in ``dtype``.
@@ -52,26 +74,12 @@ def stacked_matrices(xp: Any, x: Any, batch: int, rows: int, dtype: str) -> Any:
     matrices took 3.2 ms row-major and 0.8 ms column-major (1M floats, one thread); the GEMM that follows runs
     as fast on either (BLAS reads a transposed operand).
     """
-    shape, strides, item = x.shape, x.strides, x.itemsize
-    row_axes, col_axes = range(batch, batch + rows), range(batch + rows, x.ndim)
-    lead = shape[:batch]
-    m, k = math.prod(shape[batch:batch + rows]), math.prod(shape[batch + rows:])
-    row_strides = tuple(strides[i] for i in row_axes)
-    col_strides = tuple(strides[i] for i in col_axes)
-    if x.dtype == dtype and _mergeable(shape[batch:batch + rows], row_strides) and \
-            _mergeable(shape[batch + rows:], col_strides):
-        view = x.reshape(lead + (m, k))
-        row_stride, col_stride = view.strides[-2:]
-        if (col_stride == item and row_stride >= k * item) or (row_stride == item and col_stride >= m * item) \
-                or m == 1 or k == 1:
-            return view
-    smallest_row = min((abs(strides[i]) for i in row_axes if shape[i] > 1), default=None)
-    smallest_col = min((abs(strides[i]) for i in col_axes if shape[i] > 1), default=None)
-    if smallest_row is not None and smallest_col is not None and smallest_row < smallest_col:
-        order = tuple(range(batch)) + tuple(col_axes) + tuple(row_axes)  # column-major: rows innermost
-        copy = xp.ascontiguousarray(x.transpose(order), dtype=dtype).reshape(lead + (k, m))
-        return copy.swapaxes(-1, -2)
-    return xp.ascontiguousarray(x, dtype=dtype).reshape(lead + (m, k))
+    kind, shape, order = _matrix_plan(x.shape, x.strides, x.itemsize, x.dtype != dtype, batch, rows)
+    if kind == "view":
+        return x.reshape(shape)
+    if kind == "F":
+        return xp.ascontiguousarray(x.transpose(order), dtype=dtype).reshape(shape).swapaxes(-1, -2)
+    return xp.ascontiguousarray(x, dtype=dtype).reshape(shape)
 
 
 def dot_into(kc: KernelContext, a: Op, b: Op, out_axes: Axes, dtype: str) -> Callable[[Any, Any, Any], Any]:
