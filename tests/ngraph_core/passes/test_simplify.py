@@ -20,6 +20,7 @@ x = ng.placeholder([C, N], name="x")
 y = ng.placeholder([C, N], name="y")
 i = ng.placeholder([C, N], dtype="int32", name="i")
 xc = ng.placeholder([C], name="xc")
+w = ng.placeholder([C, H], name="w")
 
 
 def simplify(roots: list[ng.Op]) -> list[ng.Op]:
@@ -77,6 +78,8 @@ EXAMPLES = [
     lambda: (make(T.CAST, [x], dtype="float32"), x),
     lambda: (ng.sum(ng.broadcast(xc, [C, N]), out_axes=[C]), xc * 3),
     lambda: (ng.max(ng.broadcast(xc, [N, C]), out_axes=[C]), xc),
+    lambda: (ng.dot(make(T.SUM, [x], axes=[N, C]), w), make(T.DOT, [x, w], axes=[N, H])),
+    lambda: (ng.batch_dot(x, make(T.SUM, [y], axes=[N, C]), [N]), make(T.BATCH_DOT, [x, y], axes=[N])),
     lambda: (make(T.SEQUENTIAL, [x]), x),
 ]
 
@@ -101,7 +104,7 @@ def test_rule_gives_the_expected_op_with_the_same_axes_and_dtype(k):
 @pytest.mark.parametrize("k", range(len(EXAMPLES)))
 def test_rule_keeps_values(k):
     before, expected = EXAMPLES[k]()
-    placeholders = [p for p in (x, y, i, xc) if p in ng.ordered_ops([before])]
+    placeholders = [p for p in (x, y, i, xc, w) if p in ng.ordered_ops([before])]
     assert_same_values([before], simplify([before]), placeholders)
 
 
