@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+import functools
+
 from ...ir import Op, OpType
-from .context import Kernel, KernelContext
+from .context import Kernel, KernelContext, split
+
+PARALLEL_MIN_ELEMENTS = 1 << 18
+"""A reduction over at least this many input elements is split over the runner's workers along a kept axis (the
+same size from which kernels/fused.py splits its blocks): a softmax's sum over [4, 32, 128, 128] float32,
+measured in the module's test of it."""
 
 _NAMES = {OpType.SUM: "sum", OpType.MAX: "max", OpType.MIN: "min", OpType.PROD: "prod",
           OpType.ARGMAX: "argmax", OpType.ARGMIN: "argmin"}
@@ -31,6 +38,24 @@ def reduce(op: Op, kc: KernelContext) -> Kernel:
         if not reduced:
             return lambda o, v: (xp.copyto(o, v.transpose(perm)), o)[1]  # a reduction over nothing: a reordering
         inverse = tuple(sorted(range(len(perm)), key=perm.__getitem__))  # o's axes in the input's order
+        workers = kc.runner.threads()
+        kept_positions = [i for i, a in enumerate(x.axes) if a in op.axes]
+        split_at = next((j for j, i in enumerate(kept_positions) if x.axes[i].length >= workers), None)
+        if workers > 1 and split_at is not None and x.axes.size >= PARALLEL_MIN_ELEMENTS:
+            # a big reduction (a softmax's max and sum over [H, N, T, T]) in parts along a kept axis, one a worker
+            axis_in = kept_positions[split_at]
+            ranges = split(x.axes[axis_in].length, workers)
+
+            def part(o_view, v, s, e):
+                ufunc.reduce(v[(slice(None),) * axis_in + (slice(s, e),)], axis=reduced,
+                             out=o_view[(slice(None),) * split_at + (slice(s, e),)])
+
+            def split_reduce(o, v):
+                o_view = o.transpose(inverse)
+                kc.runner.run([functools.partial(part, o_view, v, s, e) for s, e in ranges])
+                return o
+
+            return split_reduce
 
         def ufunc_reduce(o, v):
             ufunc.reduce(v, axis=reduced, out=o.transpose(inverse))
