@@ -70,7 +70,8 @@ def weight_pairs(block: Any, theirs: Any) -> list[tuple[Any, Any]]:
     pairs = [(getattr(mha, f"W{n}"), _heads_first(w[i * D_MODEL:(i + 1) * D_MODEL])) for i, n in enumerate("qkv")]
     pairs += [(getattr(mha, f"b{n}"), _heads_first(b[i * D_MODEL:(i + 1) * D_MODEL])) for i, n in enumerate("qkv")]
     wo = get(theirs.self_attn.out_proj.weight)
-    pairs += [(mha.Wo, np.swapaxes(wo.reshape(D_MODEL, HEADS, -1), 1, 2)), (mha.bo, get(theirs.self_attn.out_proj.bias))]
+    pairs += [(mha.Wo, np.swapaxes(wo.reshape(D_MODEL, HEADS, -1), 1, 2)),
+              (mha.bo, get(theirs.self_attn.out_proj.bias))]
     pairs += [(ff.W1, get(theirs.linear1.weight)), (ff.b1, get(theirs.linear1.bias)),
               (ff.W2, get(theirs.linear2.weight)), (ff.b2, get(theirs.linear2.bias))]
     for ours, norm in ((block.norm1, theirs.norm1), (block.norm2, theirs.norm2)):

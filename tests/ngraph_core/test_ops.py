@@ -628,7 +628,8 @@ def test_op_fused(c: Case) -> None:
 
 def test_op_fused_attention() -> None:
     """``fused_attention`` (made only by ``passes/attention.py``) against the composite it replaces, float64.
-    The kernel's and the pass's own tests: ``transformers/test_fused_attention.py``, ``passes/test_fuse_attention.py``."""
+    The kernel's and the pass's own tests: ``transformers/test_fused_attention.py`` and
+    ``passes/test_fuse_attention.py``."""
     from ngraph_core.passes.attention import fuse_attention
 
     D, H, R, N = (ng.make_axis(n, name) for n, name in ((4, "D"), (2, "H"), (5, "REC"), (3, "N")))

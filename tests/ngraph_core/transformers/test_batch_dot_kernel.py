@@ -56,7 +56,7 @@ def test_a_stack_of_matrices_is_copied_only_when_blas_cannot_read_it():
     x = np.arange(4 * 6 * 8, dtype="float32").reshape(4, 6, 8)
     assert np.shares_memory(stack(np, x, 1, 1, "float32"), x)  # C-order matrices: a view
     flipped = x.transpose(0, 2, 1)
-    assert np.shares_memory(stack(np, flipped, 1, 1, "float32"), x)  # column-major matrices: BLAS reads them as they are
+    assert np.shares_memory(stack(np, flipped, 1, 1, "float32"), x)  # column-major matrices: read as they are
     np.testing.assert_array_equal(stack(np, x, 0, 2, "float32"), x.reshape(24, 8))  # two axes merged into rows
     assert np.shares_memory(stack(np, x, 0, 2, "float32"), x)
     # attention's q [D, H, REC, N] as [H, N] stacks of REC x D: no unit stride, REC's is the smaller: copied
