@@ -41,7 +41,7 @@ import ngraph_core as ng
 
 from ..model import Model
 from .bench_generation import run_generation_bench
-from .common import CommandError, UsageError, positive_int
+from .common import CommandError, UsageError, positive_int, print_counters, random_input
 from .sources import load_source
 
 __all__ = ["BenchResult", "add_bench_arguments", "bench", "format_bench", "graph_batch", "load_compiled", "run_bench"]
@@ -168,19 +168,13 @@ def _calibration_batch(source: Any, path: Path, batch: int, calibration: str | P
     """Calibration samples in the input's axes order: from ``calibration`` (batch first) or random."""
     spec = ng.inference.compile_for_inference(source, batch_size=batch).inputs[0]
     if calibration is None:
-        return _random_input(spec, np.random.default_rng(0))
+        return random_input(spec, np.random.default_rng(0))
     x = np.load(calibration, allow_pickle=False)
     sample = tuple(n for i, n in enumerate(spec.shape) if i != spec.batch_index)
     if x.ndim < 1 or math.prod(x.shape[1:]) != math.prod(sample) or spec.batch_index is None:
         raise UsageError(f"bench: --calibration {calibration}: expected samples of shape {sample} (batch first) "
                          f"for input {spec.name} of {path}, received an array of shape {x.shape}")
     return np.moveaxis(x.reshape((x.shape[0], *sample)), 0, spec.batch_index).astype(spec.dtype)
-
-
-def _random_input(spec: Any, rng: np.random.Generator) -> np.ndarray:
-    if np.issubdtype(np.dtype(spec.dtype), np.floating):
-        return rng.standard_normal(spec.shape).astype(spec.dtype)
-    return np.zeros(spec.shape, dtype=spec.dtype)  # ids and lengths: zeros are valid for any table
 
 
 class BenchResult:
@@ -228,7 +222,7 @@ def bench(compiled: ng.inference.CompiledModel, seconds: float, requests: int = 
         True
     """
     rng = np.random.default_rng(0)
-    inputs = [_random_input(spec, rng) for spec in compiled.inputs]
+    inputs = [random_input(spec, rng) for spec in compiled.inputs]
     queue = ng.inference.AsyncInferQueue(compiled, jobs=requests)
     latencies: list[float] = []
     lock = threading.Lock()
@@ -287,11 +281,5 @@ def run_bench(args: argparse.Namespace) -> int:
         print("note: int8 calibrated on random inputs (--calibration NPY for real ranges)")
     print("\n".join(format_bench(bench(compiled, args.time, args.requests))))
     if args.pc:
-        executor = compiled.new_executor(profile=True)
-        inputs = [_random_input(spec, np.random.default_rng(0)) for spec in compiled.inputs]
-        for _ in range(PC_RUNS):
-            executor(*inputs)
-        print(f"\nPerformance counters ({PC_RUNS} runs of one profiled request):")
-        print(ng.inference.format_counters(ng.inference.collect_counters(executor)))
-        executor.close()
+        print_counters(compiled, "one profiled request", PC_RUNS)
     return 0

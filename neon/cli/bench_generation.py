@@ -30,7 +30,7 @@ import numpy as np
 
 import ngraph_core as ng
 
-from .common import UsageError
+from .common import UsageError, print_counters
 from .sources import load_source
 
 __all__ = ["GenerationResult", "format_generation", "load_generator", "measure_generation", "run_generation_bench"]
@@ -190,13 +190,5 @@ def run_generation_bench(args: argparse.Namespace) -> int:
           f"{args.overflow})")
     print("\n".join(format_generation(measure_generation(generator, args.generate, args.time, args.compare))))
     if args.pc and step is not None:
-        executor = step.new_executor(profile=True)
-        rng = np.random.default_rng(0)
-        inputs = [rng.standard_normal(s.shape).astype(s.dtype) if np.issubdtype(np.dtype(s.dtype), np.floating)
-                  else np.zeros(s.shape, dtype=s.dtype) for s in step.inputs]
-        for _ in range(PC_RUNS):
-            executor(*inputs)
-        print(f"\nPerformance counters ({PC_RUNS} runs of the cached step):")
-        print(ng.inference.format_counters(ng.inference.collect_counters(executor)))
-        executor.close()
+        print_counters(step, "the cached step", PC_RUNS)
     return 0

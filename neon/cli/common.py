@@ -18,6 +18,8 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
+
 import ngraph_core as ng
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
@@ -201,3 +203,22 @@ def _hint(exc: BaseException) -> str:
     if isinstance(exc, OSError):
         return "check the file's permissions and the disk"
     return "run again with --debug for the full traceback"
+
+
+def random_input(spec: Any, rng: np.random.Generator) -> np.ndarray:
+    """A random array for an input ``spec`` (``TensorSpec``): normal floats, zeros for ids and lengths."""
+    if np.issubdtype(np.dtype(spec.dtype), np.floating):
+        return rng.standard_normal(spec.shape).astype(spec.dtype)
+    return np.zeros(spec.shape, dtype=spec.dtype)  # ids and lengths: zeros are valid for any table
+
+
+def print_counters(compiled: ng.inference.CompiledModel, what: str, runs: int = 20) -> None:
+    """Run a profiled executor of ``compiled`` ``runs`` times on random inputs and print its per-layer counters
+    (``bench -pc``), headed ``Performance counters (<runs> runs of <what>):``."""
+    executor = compiled.new_executor(profile=True)
+    inputs = [random_input(spec, np.random.default_rng(0)) for spec in compiled.inputs]
+    for _ in range(runs):
+        executor(*inputs)
+    print(f"\nPerformance counters ({runs} runs of {what}):")
+    print(ng.inference.format_counters(ng.inference.collect_counters(executor)))
+    executor.close()
