@@ -11,12 +11,17 @@ integers), so only ``elementwise`` reads their arg.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
 from ...ir import Op, OpType, is_float
-from .context import Kernel, KernelContext
+from .context import Kernel, KernelContext, split
 from .erf import erf_into
+
+PARALLEL_MIN_ELEMENTS = 1 << 18
+"""An element-wise op over at least this many elements runs in parts on the runner's workers (as kernels/fused.py
+splits its blocks): a Transformer step's unfused scale and mask ops on [4, 32, 128, 128] scores."""
 
 _UFUNCS = {
     OpType.NEG: "negative", OpType.ABS: "abs", OpType.EXP: "exp", OpType.LOG: "log", OpType.LOG1P: "log1p",
@@ -100,7 +105,7 @@ def _isinf(xp: Any, positive: bool, negative: bool) -> Kernel:
     return none
 
 
-def elementwise(op: Op, kc: KernelContext) -> Kernel:
+def _kernel(op: Op, kc: KernelContext) -> Kernel:
     xp = kc.xp
     if op.op is OpType.ISINF:
         return _isinf(xp, op.arg.detect_positive, op.arg.detect_negative)
@@ -111,6 +116,27 @@ def elementwise(op: Op, kc: KernelContext) -> Kernel:
         # true division of integers gives floats: integer operands floor-divide instead
         return lambda o, a, b: xp.floor_divide(a, b, out=o)
     return step_function(kc.xp, op.op)
+
+
+def elementwise(op: Op, kc: KernelContext) -> Kernel:
+    """The op's kernel; from ``PARALLEL_MIN_ELEMENTS`` on more than one worker, in parts along the first axis
+    long enough (each part the same ufunc on the operands' slices: they have the op's shape, or none)."""
+    kernel = _kernel(op, kc)
+    lengths = op.axes.lengths
+    workers = kc.runner.threads()
+    axis = next((i for i, n in enumerate(lengths) if n >= workers), None)
+    if workers == 1 or axis is None or op.axes.size < PARALLEL_MIN_ELEMENTS:
+        return kernel
+    parts = [(slice(None),) * axis + (slice(s, e),) for s, e in split(lengths[axis], workers)]
+
+    def part(index: tuple, o: Any, args: tuple) -> None:
+        kernel(o[index], *(a if a.ndim == 0 else a[index] for a in args))
+
+    def split_kernel(o, *args):
+        kc.runner.run([functools.partial(part, index, o, args) for index in parts])
+        return o
+
+    return split_kernel
 
 
 def stop_gradient(op: Op, kc: KernelContext) -> Kernel:
