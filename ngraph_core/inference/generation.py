@@ -16,10 +16,11 @@ Neither graph holds state, so each compiles once, as any graph, into a ``Compile
 (``compile_generator``) or a plain computation (a model whose weights keep training: neon's
 ``CharTransformer.sample``). Then every generated token costs one step.
 
-**The prefill.** A prompt of more than ``step_prefill`` tokens (default 16) is prefilled by **one
+**The prefill.** A prompt of more than ``step_prefill`` tokens (default 8) is prefilled by **one
 window run**; a shorter one token by token through the step, from zeroed caches. Both give the
 same logits; the threshold is about cost: a window computes all ``T`` positions (padding
-included) and on the NumPy backend costs as much as a few dozen steps (a step is mostly per-op
+included) and on the NumPy backend costs as much as about 7.5 steps (``benchmarks/generation.py``'s
+model, T = 128, one thread, AMD EPYC: 13.6 ms a window, 1.8 ms a step; a step is mostly per-op
 overhead), so a one-token prompt would otherwise pay ``T`` positions for one.
 
 **The context limit.** ``T`` rows hold steps ``0..T-1``; a model with learned absolute positions
@@ -58,7 +59,7 @@ __all__ = ["OVERFLOWS", "STEP_PREFILL", "GenerationError", "GenerationGraphs", "
 OVERFLOWS = ("shift", "window", "error")
 """What a ``Generator`` does with a token past the context (module docstring)."""
 
-STEP_PREFILL = 16
+STEP_PREFILL = 8
 """Prompts of at most so many tokens are prefilled through the step, longer ones by one window run."""
 
 Run = Callable[..., Sequence[Any]]
