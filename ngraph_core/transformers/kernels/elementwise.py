@@ -76,7 +76,9 @@ def step_function(xp: Any, kind: OpType) -> Callable[..., Any]:
                 xp.copyto(o, xp.where(c, a, b), casting="unsafe")
                 return o
             xp.copyto(o, b, casting="unsafe")
-            xp.copyto(o, a, casting="unsafe", where=c if c.dtype == bool else c != 0)
+            if c.dtype != bool:  # the mask from the condition's own values (a broadcast one: its few), broadcast
+                c = c[tuple(slice(0, 1) if stride == 0 else slice(None) for stride in c.strides)] != 0
+            xp.copyto(o, a, casting="unsafe", where=c)
             return o
 
         return where
