@@ -73,6 +73,11 @@ def check_cacheable(encoder: Layer, built: bool = True) -> TransformerEncoder:
         raise layer_error(encoder, "a TransformerEncoder (a decoder-only stack) for key/value caching",
                           type(encoder).__name__, "cache a TransformerEncoder(..., causal=True); a "
                           "TransformerDecoder's cross-attention reads a memory, not cached")
+    odd = next((layer for layer in encoder.layers if not isinstance(layer, TransformerEncoderLayer)
+                or isinstance(layer, TransformerDecoderLayer)), None)
+    if odd is not None:  # a stack whose layers were replaced by hand
+        raise layer_error(encoder, "TransformerEncoderLayers for key/value caching", type(odd).__name__,
+                          "build the stack with TransformerEncoder(num_layers, num_heads, ...)")
     if not all(layer.self_attn.causal for layer in encoder.layers):
         raise layer_error(encoder, "causal self-attention (causal=True) for key/value caching", "causal=False",
                           "build the stack with TransformerEncoder(..., causal=True): without it every step "
@@ -121,7 +126,6 @@ def _run_stack(encoder: TransformerEncoder, x: ng.Op, attend: Any) -> tuple[ng.O
     caches: list[KVCache] = []
     with _scope(encoder):
         for i, layer in enumerate(encoder.layers):
-            assert isinstance(layer, TransformerEncoderLayer)
 
             def attention(h: ng.Op, i: int = i, layer: TransformerEncoderLayer = layer) -> ng.Op:
                 with _scope(layer.self_attn):

@@ -123,6 +123,10 @@ def test_the_errors_say_what_was_expected() -> None:
         cache_placeholders(_built_encoder(causal=False), 4, batch)
     with pytest.raises(LayerError, match=r"expected a TransformerEncoder .*received: TransformerDecoder"):
         check_cacheable(TransformerDecoder(1, 2, 8))
+    replaced = TransformerEncoder(2, 2, 8, causal=True)
+    replaced.layers[1] = LookupTable(4, 8)  # a stack edited by hand: a typed error, not an AttributeError
+    with pytest.raises(LayerError, match=r"expected TransformerEncoderLayers .*received: LookupTable.*hint"):
+        check_cacheable(replaced)
     with pytest.raises(LayerError, match=r"expected a built stack"):
         cache_placeholders(TransformerEncoder(1, 2, 8, causal=True), 4, batch)
     encoder = _built_encoder(causal=True)
