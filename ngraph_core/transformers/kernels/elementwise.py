@@ -16,12 +16,8 @@ from collections.abc import Callable
 from typing import Any
 
 from ...ir import Op, OpType, is_float
-from .context import Kernel, KernelContext, split
+from .context import PARALLEL_MIN_ELEMENTS, Kernel, KernelContext, split
 from .erf import erf_into
-
-PARALLEL_MIN_ELEMENTS = 1 << 18
-"""An element-wise op over at least this many elements runs in parts on the runner's workers (as kernels/fused.py
-splits its blocks): a Transformer step's unfused scale and mask ops on [4, 32, 128, 128] scores."""
 
 _UFUNCS = {
     OpType.NEG: "negative", OpType.ABS: "abs", OpType.EXP: "exp", OpType.LOG: "log", OpType.LOG1P: "log1p",

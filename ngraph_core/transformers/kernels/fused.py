@@ -30,13 +30,12 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ...ir import FusedProgram, Op, OpType
-from .context import Kernel, KernelContext
+from .context import PARALLEL_MIN_ELEMENTS, Kernel, KernelContext
 from .contraction import dot_into
 from .conv import Epilogue, conv_into
 from .elementwise import step_function
 
 BLOCK_ELEMENTS = 65536
-PARALLEL_MIN_ELEMENTS = 1 << 18
 
 
 def _compile(xp: Any, program: FusedProgram) -> tuple[list[tuple[Callable[..., Any], tuple, int | None]], int]:

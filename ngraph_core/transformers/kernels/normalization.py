@@ -27,10 +27,9 @@ import math
 from typing import Any
 
 from ...ir import Op, OpType
-from .context import Kernel, KernelContext
+from .context import PARALLEL_MIN_ELEMENTS, Kernel, KernelContext
 
 BLOCK_ELEMENTS = 1 << 16
-PARALLEL_MIN_ELEMENTS = 1 << 18  # as kernels/fused.py: from here a pass over memory pays on two workers
 
 
 class _Rows:

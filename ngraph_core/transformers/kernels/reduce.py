@@ -5,12 +5,7 @@ from __future__ import annotations
 import functools
 
 from ...ir import Op, OpType
-from .context import Kernel, KernelContext, split
-
-PARALLEL_MIN_ELEMENTS = 1 << 18
-"""A reduction over at least this many input elements is split over the runner's workers along a kept axis (the
-same size from which kernels/fused.py splits its blocks): a softmax's sum over [4, 32, 128, 128] float32,
-measured in the module's test of it."""
+from .context import PARALLEL_MIN_ELEMENTS, Kernel, KernelContext, split
 
 _NAMES = {OpType.SUM: "sum", OpType.MAX: "max", OpType.MIN: "min", OpType.PROD: "prod",
           OpType.ARGMAX: "argmax", OpType.ARGMIN: "argmin"}
