@@ -66,8 +66,8 @@ class Workspace:
 PARALLEL_MIN_ELEMENTS = 1 << 18
 """A pass over memory of at least this many elements is split over the runner's workers (fused programs' blocks,
 single element-wise ops, reductions, layer-norm statistics): with BLAS at one thread two workers pay from about
-256K elements (benchmarks/RESULTS.md, "Behind the code: kernels/fused.py"; the 2026-11-28 third session for the
-others)."""
+256K elements (benchmarks/RESULTS.md, "Behind the code: kernels/fused.py", and its Transformer step section for
+the others)."""
 
 
 def split(length: int, parts: int) -> list[tuple[int, int]]:
